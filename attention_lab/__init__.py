@@ -1,0 +1,30 @@
+"""attention_lab: the small library behind the attention lessons.
+
+One axis legend for the whole package (every docstring's ``Shape:`` line uses it):
+
+=====  ==========================================
+``b``  batch
+``h``  heads
+``i``  query positions
+``j``  key (and value) positions
+``d``  head dimension (of queries and keys)
+``e``  embedding dimension, ``e = h * d``
+=====  ==========================================
+
+Masks are boolean everywhere, ``True`` meaning "may attend" (as in ``F.scaled_dot_product_attention``).
+Plotting lives in :mod:`attention_lab.plotting`, imported on demand so that ``import attention_lab`` stays light.
+"""
+
+from .functional import attention_scores, masked_softmax, scaled_dot_product_attention
+from .runtime import device, environment, seed_everything
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "attention_scores",
+    "device",
+    "environment",
+    "masked_softmax",
+    "scaled_dot_product_attention",
+    "seed_everything",
+]

@@ -1,0 +1,115 @@
+"""Input validation shared by every module.
+
+Each helper raises ``TypeError`` (wrong kind of object or dtype) or ``ValueError`` (wrong value or shape) with a
+message of the form ``"<function>(): expected ..., got ...; <how to fix>"``, so a learner sees which call failed,
+what it wanted and what it was given. No ``assert`` here: asserts vanish under ``python -O``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def fail(fn: str, message: str, error: type[Exception] = ValueError) -> None:
+    raise error(f"{fn}(): {message}")
+
+
+def check_tensor(fn: str, name: str, x: object, *, min_dim: int = 0, floating: bool = False) -> torch.Tensor:
+    """A tensor with at least ``min_dim`` dimensions (and a floating dtype if asked)."""
+    if not isinstance(x, torch.Tensor):
+        fail(fn, f"{name} must be a torch.Tensor, got {type(x).__name__}", TypeError)
+    if x.dim() < min_dim:
+        fail(fn, f"{name} must have at least {min_dim} dimensions, got shape {tuple(x.shape)}")
+    if floating and not x.is_floating_point():
+        fail(fn, f"{name} must have a floating dtype, got {x.dtype}; convert it with {name}.float()", TypeError)
+    return x
+
+
+def check_positive_int(fn: str, name: str, value: object, *, minimum: int = 1) -> int:
+    """An ``int`` (bools and floats refused) that is at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        fail(fn, f"{name} must be an int, got {type(value).__name__} {value!r}", TypeError)
+    if value < minimum:
+        fail(fn, f"{name} must be >= {minimum}, got {name}={value}")
+    return value
+
+
+def check_scale(fn: str, scale: object) -> float | None:
+    """``None`` (use 1/sqrt(d)) or a finite number > 0."""
+    if scale is None:
+        return None
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        fail(fn, f"scale must be a positive float or None, got {type(scale).__name__}", TypeError)
+    if not math.isfinite(scale) or scale <= 0:
+        fail(fn, f"scale must be a finite number > 0, got scale={scale}; leave it None for 1/sqrt(d)")
+    return float(scale)
+
+
+def check_same_dtype_device(fn: str, **tensors: torch.Tensor) -> None:
+    """All tensors share one dtype and one device."""
+    items = list(tensors.items())
+    first_name, first = items[0]
+    for name, t in items[1:]:
+        if t.dtype != first.dtype:
+            fail(fn, f"{first_name} and {name} must share a dtype, got {first_name}.dtype={first.dtype} and "
+                     f"{name}.dtype={t.dtype}; convert one with .to({first.dtype})", TypeError)
+        if t.device != first.device:
+            fail(fn, f"{first_name} and {name} must be on one device, got {first.device} and {t.device}; "
+                     f"move them with .to(device)")
+
+
+def check_qk(fn: str, q: torch.Tensor, k: torch.Tensor) -> None:
+    """q ``(..., i, d)`` and k ``(..., j, d)``: same d, broadcastable leading dims."""
+    check_tensor(fn, "q", q, min_dim=2, floating=True)
+    check_tensor(fn, "k", k, min_dim=2, floating=True)
+    check_same_dtype_device(fn, q=q, k=k)
+    if q.shape[-1] != k.shape[-1]:
+        fail(fn, f"q and k must have the same last dimension d, got q {tuple(q.shape)} (d={q.shape[-1]}) and "
+                 f"k {tuple(k.shape)} (d={k.shape[-1]}); project them to one size first")
+    try:
+        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    except RuntimeError:
+        fail(fn, f"the leading (batch, head) dimensions of q {tuple(q.shape)} and k {tuple(k.shape)} do not "
+                 f"broadcast; expected shapes (..., i, d) and (..., j, d) with matching '...'")
+
+
+def check_qkv(fn: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)``."""
+    check_qk(fn, q, k)
+    check_tensor(fn, "v", v, min_dim=2, floating=True)
+    check_same_dtype_device(fn, q=q, v=v)
+    if k.shape[-2] != v.shape[-2]:
+        fail(fn, f"k and v must have the same number of positions j, got k {tuple(k.shape)} (j={k.shape[-2]}) "
+                 f"and v {tuple(v.shape)} (j={v.shape[-2]}); every key needs exactly one value")
+    try:
+        torch.broadcast_shapes(q.shape[:-2], v.shape[:-2])
+    except RuntimeError:
+        fail(fn, f"the leading dimensions of q {tuple(q.shape)} and v {tuple(v.shape)} do not broadcast")
+
+
+def check_mask(fn: str, mask: object, target: torch.Size | tuple[int, ...], *, allow_float: bool,
+               like: torch.Tensor) -> torch.Tensor:
+    """A bool mask (True = may attend), or an additive float mask if ``allow_float``, broadcastable to ``target``."""
+    if not isinstance(mask, torch.Tensor):
+        fail(fn, f"mask must be a torch.Tensor, got {type(mask).__name__}", TypeError)
+    if mask.dtype != torch.bool:
+        if not mask.is_floating_point():
+            fail(fn, f"mask must be bool (True = may attend), got dtype {mask.dtype}; an integer 0/1 mask is "
+                     f"ambiguous between conventions: convert it with mask.bool() if 1 means 'may attend'",
+                 TypeError)
+        if not allow_float:
+            fail(fn, f"mask must be bool (True = may attend), got dtype {mask.dtype}; add a float mask to the "
+                     f"scores instead", TypeError)
+    if mask.device != like.device:
+        fail(fn, f"mask must be on the same device as the scores, got {mask.device} and {like.device}")
+    target = tuple(target)
+    try:
+        ok = torch.broadcast_shapes(mask.shape, target) == torch.Size(target)
+    except RuntimeError:
+        ok = False
+    if not ok:
+        fail(fn, f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape {target} "
+                 f"(..., i, j); give it shape (i, j), (b, 1, i, j) or (b, 1, 1, j) for a key-padding mask")
+    return mask

@@ -1,0 +1,46 @@
+"""Where the lessons run: the device, the random seed, and a summary of the environment."""
+
+from __future__ import annotations
+
+import platform
+import random
+import sys
+
+import torch
+
+from ._checks import check_positive_int
+
+__all__ = ["device", "seed_everything", "environment"]
+
+
+def device() -> torch.device:
+    """The best device here: CUDA, then Apple's MPS, then the CPU. Every lesson also runs on the CPU alone."""
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's (when installed) and PyTorch's generators (CPU and every GPU) with ``seed``."""
+    check_positive_int("seed_everything", "seed", seed, minimum=0)
+    random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+    try:
+        import numpy as np
+    except ImportError:  # numpy is optional for the library
+        return
+    np.random.seed(seed % 2**32)
+
+
+def environment() -> dict[str, str]:
+    """Versions, device and thread count, as text: what a bug report or a timing needs next to it."""
+    return {
+        "python": sys.version.split()[0],
+        "platform": f"{platform.system()} {platform.machine()}",
+        "torch": torch.__version__,
+        "device": str(device()),
+        "cpu threads (torch)": str(torch.get_num_threads()),
+    }
