@@ -18,6 +18,11 @@ Plotting lives in :mod:`attention_lab.plotting`, imported on demand so that ``im
 from .functional import attention_scores, masked_softmax, scaled_dot_product_attention
 from .runtime import device, environment, seed_everything
 
+# Each lesson's additions, in lesson order (keep one block per lesson so parallel edits do not collide).
+# lessons 03-04: masks, SelfAttention, positions
+# lesson 05: MultiHeadAttention
+# lesson 07: blockwise and block-sparse attention
+
 __version__ = "0.1.0"
 
 __all__ = [

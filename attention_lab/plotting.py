@@ -97,3 +97,18 @@ def plot_attention(
             ax.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=8, color=colour)
     fig.colorbar(image, ax=ax, label="attention weight")
     return fig
+
+
+# ---- lessons 03-04: masks and positions ----
+
+
+# ---- lesson 05: heads ----
+
+
+# ---- lesson 06: cost (time, memory) ----
+
+
+# ---- lesson 07: block layouts ----
+
+
+# ---- lessons 08-09: training curves and reading attention ----
