@@ -21,11 +21,14 @@ from .runtime import device, environment, seed_everything
 # Each lesson's additions, in lesson order (keep one block per lesson so parallel edits do not collide).
 # lessons 03-04: masks, SelfAttention, positions
 # lesson 05: MultiHeadAttention
+from .multihead import MultiHeadAttention
 # lesson 07: blockwise and block-sparse attention
 
 __version__ = "0.1.0"
 
 __all__ = [
+    # lesson 05
+    "MultiHeadAttention",
     "attention_scores",
     "device",
     "environment",
