@@ -20,6 +20,23 @@ from .runtime import device, environment, seed_everything
 
 # Each lesson's additions, in lesson order (keep one block per lesson so parallel edits do not collide).
 # lessons 03-04: masks, SelfAttention, positions
+# isort: split
+from .masks import (
+    as_key_mask,
+    causal_mask,
+    combine_masks,
+    expand_mask,
+    from_additive_mask,
+    from_keep_ones,
+    from_torch_attn_mask,
+    from_torch_padding_mask,
+    padding_mask,
+    sliding_window_mask,
+    to_additive_mask,
+    to_torch_attn_mask,
+    to_torch_padding_mask,
+)
+
 # lesson 05: MultiHeadAttention
 from .multihead import MultiHeadAttention
 # lesson 07: blockwise and block-sparse attention
@@ -29,6 +46,21 @@ __version__ = "0.1.0"
 __all__ = [
     # lesson 05
     "MultiHeadAttention",
+    # lessons 03-04
+    "as_key_mask",
+    "causal_mask",
+    "combine_masks",
+    "expand_mask",
+    "from_additive_mask",
+    "from_keep_ones",
+    "from_torch_attn_mask",
+    "from_torch_padding_mask",
+    "padding_mask",
+    "sliding_window_mask",
+    "to_additive_mask",
+    "to_torch_attn_mask",
+    "to_torch_padding_mask",
+    # lessons 00-02
     "attention_scores",
     "device",
     "environment",
