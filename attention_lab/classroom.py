@@ -1,0 +1,294 @@
+"""Student copies of the lessons: solutions replaced by stubs, ready to hand out.
+
+    python -m attention_lab.classroom student --out student/           # every lesson in notebooks/
+    python -m attention_lab.classroom student --out student/ 02 03     # some (number, name or path)
+    python -m attention_lab.classroom student --out student/ --force   # overwrite copies already there
+
+Answer cells hold their solution between a ``### BEGIN SOLUTION`` line and a ``### END SOLUTION`` line
+(the nbgrader convention). In a student copy each region becomes ``# YOUR CODE HERE`` plus
+``raise NotImplementedError(...)`` at the indentation of the ``BEGIN`` line; code outside the region
+(a placeholder such as ``weights = ...``) stays. Outputs and execution counts of the answer cells and of
+the check cells after them are cleared; every other cell (text, figures, checks) is kept as it is.
+Notebook metadata is reduced to the ``python3`` kernelspec and the language name, cell metadata to the
+keys Jupyter and nbgrader use (tags, nbgrader, editable, ...).
+
+Files already in the output folder (a student's work) are never overwritten without ``--force``; the
+command says which it skipped. An output folder inside the lessons' folder is refused: the copies would
+sit among, and could replace, the solution notebooks. Only ``nbformat`` is needed (JupyterLab brings it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+__all__ = [
+    "BEGIN_SOLUTION",
+    "CODE_STUB",
+    "END_SOLUTION",
+    "TEXT_STUB",
+    "CopyReport",
+    "MarkupError",
+    "main",
+    "resolve_lessons",
+    "solution_regions",
+    "strip_solutions",
+    "student_notebook",
+    "write_student_copies",
+]
+
+BEGIN_SOLUTION = "### BEGIN SOLUTION"
+END_SOLUTION = "### END SOLUTION"
+CODE_STUB = (
+    "# YOUR CODE HERE",
+    'raise NotImplementedError("replace this line with your answer, then run the check cell below")',
+)
+TEXT_STUB = ("YOUR ANSWER HERE",)
+
+# A line that looks like a delimiter without being exactly one (a typo would leak the solution).
+# Prose that merely mentions the delimiters (in backticks, mid-sentence) is left alone.
+_DELIMITER_LIKE = re.compile(r"^(#+|//)?\s*(BEGIN|END)[ _-]*SOLUTIONS?\b", re.IGNORECASE)
+_CHECK_CALL = re.compile(r"\bchecks\b|\blesson\d+\s*\.\s*\w+\s*\(")
+_KEPT_CELL_METADATA = ("tags", "nbgrader", "editable", "deletable", "jupyter", "slideshow", "collapsed")
+_KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+
+_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class MarkupError(ValueError):
+    """A lesson's exercise markup breaks the convention (unbalanced or misspelt delimiters)."""
+
+
+@dataclass
+class CopyReport:
+    """What ``write_student_copies`` did: files written, files skipped, regions replaced per file."""
+
+    written: list[Path] = field(default_factory=list)
+    skipped: list[Path] = field(default_factory=list)
+    regions: dict[Path, int] = field(default_factory=dict)
+
+
+def solution_regions(source: str, *, where: str = "cell") -> list[list[str]]:
+    """The solution regions of one cell's source, each as its list of lines (delimiters excluded).
+
+    Raises ``MarkupError`` for a ``BEGIN`` without ``END``, an ``END`` without ``BEGIN``, nested
+    regions, or a line that resembles a delimiter without being exactly one (``## BEGIN SOLUTION``).
+    """
+    regions: list[list[str]] = []
+    current: list[str] | None = None
+    for number, line in enumerate(source.split("\n"), start=1):
+        text = line.strip()
+        here = f"{where}, line {number}"
+        if text == BEGIN_SOLUTION:
+            if current is not None:
+                raise MarkupError(f"{here}: nested {BEGIN_SOLUTION!r}; close the first region "
+                                  f"with {END_SOLUTION!r} before opening another")
+            current = []
+        elif text == END_SOLUTION:
+            if current is None:
+                raise MarkupError(f"{here}: {END_SOLUTION!r} without a {BEGIN_SOLUTION!r} before it")
+            regions.append(current)
+            current = None
+        elif _DELIMITER_LIKE.search(text):
+            raise MarkupError(f"{here}: {text!r} looks like a solution delimiter but is not exactly "
+                              f"{BEGIN_SOLUTION!r} or {END_SOLUTION!r}; fix its spelling")
+        elif current is not None:
+            current.append(line)
+    if current is not None:
+        raise MarkupError(f"{where}: {BEGIN_SOLUTION!r} without a matching {END_SOLUTION!r}")
+    return regions
+
+
+def strip_solutions(source: str, *, markdown: bool = False, where: str = "cell") -> tuple[str, int]:
+    """Replace every solution region of ``source`` by the stub; return the new source and the count.
+
+    The stub takes the indentation of the ``BEGIN`` line; lines outside the regions stay unchanged.
+    """
+    solution_regions(source, where=where)  # validate the markup before replacing anything
+    stub = TEXT_STUB if markdown else CODE_STUB
+    kept: list[str] = []
+    inside = False
+    count = 0
+    for line in source.split("\n"):
+        text = line.strip()
+        if text == BEGIN_SOLUTION:
+            indent = line[: len(line) - len(line.lstrip())]
+            kept.extend(indent + stub_line for stub_line in stub)
+            inside = True
+            count += 1
+        elif text == END_SOLUTION:
+            inside = False
+        elif not inside:
+            kept.append(line)
+    return "\n".join(kept), count
+
+
+def _clean_cell_metadata(cell: nbformat.NotebookNode) -> None:
+    kept = {key: value for key, value in cell.metadata.items() if key in _KEPT_CELL_METADATA}
+    cell.metadata = nbformat.from_dict(kept)
+
+
+def student_notebook(
+    nb: nbformat.NotebookNode, *, where: str = "notebook"
+) -> tuple[nbformat.NotebookNode, int]:
+    """A student copy of one lesson (``nb`` is not modified) and the number of regions replaced.
+
+    An exercise is an answer cell (one with a solution region) and the code cells after it up to the
+    next markdown cell (its check cells); any other code cell that calls a check counts as one too.
+    """
+    student = copy.deepcopy(nb)
+    total = 0
+    in_exercise = False
+    for index, cell in enumerate(student.cells):
+        label = f"{where}, cell {index} (id {cell.get('id', '?')})"
+        _clean_cell_metadata(cell)
+        if cell.cell_type == "markdown":
+            in_exercise = False
+            cell.source, count = strip_solutions(cell.source, markdown=True, where=label)
+            total += count
+        elif cell.cell_type == "code":
+            cell.source, count = strip_solutions(cell.source, where=label)
+            total += count
+            in_exercise = in_exercise or count > 0
+            if in_exercise or _CHECK_CALL.search(cell.source):
+                cell.outputs = []
+                cell.execution_count = None
+    metadata = {"kernelspec": dict(_KERNELSPEC), "language_info": {"name": "python"}}
+    student.metadata = nbformat.from_dict(metadata)
+    return student, total
+
+
+def _notebook_dirs() -> list[Path]:
+    """Where lessons live: ``notebooks/`` in the current folder and in this checkout (if present)."""
+    dirs = []
+    for base in (Path.cwd(), _PROJECT_ROOT):
+        candidate = (base / "notebooks").resolve()
+        if candidate.is_dir() and candidate not in dirs:
+            dirs.append(candidate)
+    return dirs
+
+
+def resolve_lessons(names: Sequence[str]) -> list[Path]:
+    """Lessons from paths, file names or number prefixes (``02``); every ``notebooks/*.ipynb`` if empty."""
+    dirs = _notebook_dirs()
+    if not names:
+        if not dirs:
+            raise FileNotFoundError("classroom student: no notebooks/ folder here or in the project; "
+                                    "run it from the project root or name the lessons")
+        lessons = sorted(dirs[0].glob("*.ipynb"))
+        if not lessons:
+            raise FileNotFoundError(f"classroom student: no lessons (*.ipynb) in {dirs[0]}")
+        return lessons
+    lessons = []
+    for name in names:
+        path = Path(name)
+        found: list[Path] = []
+        if path.is_file():
+            found = [path.resolve()]
+        else:
+            stem = path.name.removesuffix(".ipynb")
+            for folder in dirs:
+                found = sorted(p for p in folder.glob("*.ipynb")
+                               if p.stem == stem or p.stem.startswith(stem + "_"))
+                if found:
+                    break
+        if not found:
+            looked = ", ".join(map(str, dirs)) or "no notebooks/ folder"
+            raise FileNotFoundError(f"classroom student: no lesson matches {name!r} (looked in {looked}); "
+                                    f"give a path, a file name or a number such as 02")
+        if len(found) > 1:
+            names_found = ", ".join(p.name for p in found)
+            raise FileNotFoundError(f"classroom student: {name!r} matches several lessons ({names_found}); "
+                                    f"give the full name")
+        if found[0] not in lessons:
+            lessons.append(found[0])
+    return lessons
+
+
+def _check_output_dir(out: Path, lessons: Iterable[Path]) -> Path:
+    resolved = out.expanduser().resolve()  # follows symlinks, also when only part of the path exists
+    protected = set(_notebook_dirs()) | {lesson.resolve().parent for lesson in lessons}
+    for folder in sorted(protected):
+        if resolved == folder or folder in resolved.parents:
+            raise ValueError(f"classroom student: --out must be outside the lessons' folder {folder}, "
+                             f"got {out} (resolves to {resolved}); copies there would mix with, and "
+                             f"could replace, the solution notebooks; use e.g. --out student/")
+    if resolved.exists() and not resolved.is_dir():
+        raise ValueError(f"classroom student: --out must be a folder, got the file {out}")
+    return resolved
+
+
+def write_student_copies(lessons: Sequence[Path], out: Path, *, force: bool = False) -> CopyReport:
+    """Write a student copy of each lesson into ``out`` (created if needed).
+
+    Existing files are replaced only with ``force``. Every lesson is converted before anything is
+    written, so a markup error leaves ``out`` untouched.
+    """
+    lessons = [Path(p) for p in lessons]
+    folder = _check_output_dir(Path(out), lessons)
+    copies = []
+    for lesson in lessons:
+        student, count = student_notebook(nbformat.read(lesson, as_version=4), where=lesson.name)
+        nbformat.validate(student)
+        copies.append((lesson.name, student, count))
+    folder.mkdir(parents=True, exist_ok=True)
+    report = CopyReport()
+    for name, student, count in copies:
+        target = folder / name
+        text = nbformat.writes(student) + "\n"
+        if force:
+            if target.is_symlink():
+                target.unlink()  # replace the link itself, never the file it points to
+            tmp = target.with_name(f".{name}.tmp")
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, target)
+        else:
+            try:
+                with open(target, "x", encoding="utf-8") as handle:  # "x" fails if anything is there
+                    handle.write(text)
+            except FileExistsError:
+                report.skipped.append(target)
+                continue
+        report.written.append(target)
+        report.regions[target] = count
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m attention_lab.classroom",
+                                     description="Classroom tools for the attention-lab lessons.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    student = commands.add_parser(
+        "student", help="write student copies (solutions replaced by stubs)",
+        description="Write student copies of lessons: every solution region is replaced by a stub, "
+                    "exercise outputs are cleared, the rest is kept.")
+    student.add_argument("--out", required=True, type=Path, help="output folder (outside notebooks/)")
+    student.add_argument("--force", action="store_true", help="overwrite copies already in --out")
+    student.add_argument("lessons", nargs="*",
+                         help="lesson paths, names or numbers such as 02 (default: notebooks/*.ipynb)")
+    args = parser.parse_args(argv)
+
+    try:
+        report = write_student_copies(resolve_lessons(args.lessons), args.out, force=args.force)
+    except (OSError, ValueError) as error:  # MarkupError is a ValueError
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for path in report.written:
+        count = report.regions[path]
+        print(f"wrote   {path}  ({count} solution region{'s' * (count != 1)} replaced)")
+    for path in report.skipped:
+        print(f"skipped {path}  (already there, maybe a student's work; --force overwrites it)")
+    print(f"{len(report.written)} written, {len(report.skipped)} skipped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
