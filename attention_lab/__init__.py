@@ -21,6 +21,7 @@ from .runtime import device, environment, seed_everything
 # Each lesson's additions, in lesson order (keep one block per lesson so parallel edits do not collide).
 # lessons 03-04: masks, SelfAttention, positions
 # isort: split
+from .layers import SelfAttention
 from .masks import (
     as_key_mask,
     causal_mask,
@@ -36,6 +37,9 @@ from .masks import (
     to_torch_attn_mask,
     to_torch_padding_mask,
 )
+from .positions import sinusoidal_positions
+
+# isort: split
 
 # lesson 05: MultiHeadAttention
 from .multihead import MultiHeadAttention
@@ -47,6 +51,8 @@ __all__ = [
     # lesson 05
     "MultiHeadAttention",
     # lessons 03-04
+    "SelfAttention",
+    "sinusoidal_positions",
     "as_key_mask",
     "causal_mask",
     "combine_masks",
