@@ -146,7 +146,10 @@ class MultiHeadAttention(nn.Module):
         if need_weights:
             heads, weights = scaled_dot_product_attention(q, k, v, mask)  # (b, h, i, d), (b, h, i, j)
         else:
-            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (b, h, i, d)
+            sdpa_mask = mask
+            if mask is not None and mask.dim() < 2:  # SDPA wants at least (i, j); a (j,) mask is (1, j)
+                sdpa_mask = mask.reshape(1, -1)  # (1, j)
+            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask)  # (b, h, i, d)
             if mask is not None:
                 # torch 2.13 already gives 0 for a query with no allowed key; older versions gave NaN.
                 has_key = mask.any(dim=-1, keepdim=True)  # (..., i, 1)
