@@ -1,0 +1,188 @@
+"""attention_lab.bench: FLOP counts, the timing helper, the sweep and its command, and the lesson-06 plots.
+
+No assertion here depends on how fast this machine is: timings are only checked to be positive and consistent.
+"""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attention_lab import bench
+from attention_lab.bench import (
+    BenchRow,
+    Timing,
+    attention_flops,
+    attention_variants,
+    format_table,
+    loglog_slope,
+    matmul_peak_gflops,
+    run_sweep,
+    time_function,
+)
+from attention_lab.memory import attention_memory_bytes
+from attention_lab.plotting import plot_bench, plot_memory_vs_length, plot_time_vs_length
+
+
+def test_attention_flops_by_hand():
+    assert attention_flops(512, head_dim=64) == 2 * (2 * 512 * 512 * 64)  # Q K^T and weights @ V
+    assert attention_flops(3, 5, head_dim=7, num_heads=2, batch=4) == 4 * 4 * 2 * 3 * 5 * 7
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"n_queries": 0, "head_dim": 4}, "n_queries must be >= 1"),
+    ({"n_queries": 4, "n_keys": -1, "head_dim": 4}, "n_keys must be >= 1"),
+    ({"n_queries": 4, "head_dim": 4, "num_heads": 0}, "num_heads must be >= 1"),
+])
+def test_attention_flops_rejects_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=r"attention_flops\(\): " + match):
+        attention_flops(**kwargs)
+
+
+def test_loglog_slope_recovers_the_exponent():
+    xs = [128, 256, 512, 1024]
+    assert loglog_slope(xs, [3 * x**2 for x in xs]) == pytest.approx(2.0)
+    assert loglog_slope(xs, [0.5 * x for x in xs]) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("xs", "ys", "match"), [
+    ([1], [1], "equal length >= 2"),
+    ([1, 2], [1], "equal length >= 2"),
+    ([0, 2], [1, 2], "positive"),
+    ([4, 4], [1, 2], "two different x"),
+])
+def test_loglog_slope_rejects_bad_input(xs, ys, match):
+    with pytest.raises(ValueError, match=match):
+        loglog_slope(xs, ys)
+
+
+def test_time_function_warms_up_and_states_threads():
+    calls = []
+    timing = time_function(lambda x: calls.append(x) or x * 2, 3, min_run_time=0.01, warmup=2)
+    assert isinstance(timing, Timing)
+    assert calls[:2] == [3, 3] and len(calls) >= 2 + timing.runs
+    assert timing.median_s > 0 and timing.iqr_s >= 0
+    assert timing.threads == torch.get_num_threads()
+    assert "threads" in str(timing)
+    assert time_function(torch.add, torch.ones(4), 1, min_run_time=0.01, num_threads=1).threads == 1
+
+
+@pytest.mark.parametrize(("args", "kwargs", "error", "match"), [
+    ((torch.ones(2),), {}, TypeError, r"time_function\(\): fn must be callable"),
+    ((torch.sum, torch.ones(2)), {"min_run_time": 0}, ValueError, "min_run_time must be a number of seconds"),
+    ((torch.sum, torch.ones(2)), {"warmup": -1}, ValueError, "warmup must be >= 0"),
+    ((torch.sum, torch.ones(2)), {"num_threads": 0}, ValueError, "num_threads must be >= 1"),
+])
+def test_time_function_rejects_bad_input(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        time_function(*args, **kwargs)
+
+
+def test_matmul_peak_is_positive():
+    assert matmul_peak_gflops(64, min_run_time=0.01) > 0
+
+
+def test_every_variant_computes_attention():
+    q, k, v = torch.randn(3, 2, 3, 37, 8).unbind(0)  # (b, h, i, d); 37: not a multiple of any block size
+    variants = attention_variants()
+    assert "naive (attention_lab)" in variants and "F.scaled_dot_product_attention" in variants
+    expected = F.scaled_dot_product_attention(q, k, v)
+    for name, fn in variants.items():
+        torch.testing.assert_close(fn(q, k, v), expected, atol=1e-5, rtol=1.3e-6, msg=name)
+
+
+def test_blockwise_is_found_when_the_checkout_has_it():
+    found = bench._blockwise()
+    try:
+        from attention_lab.blockwise import blockwise_attention
+    except ImportError:
+        try:
+            from attention_lab.blocks import blockwise_attention
+        except ImportError:
+            blockwise_attention = None
+    assert found is blockwise_attention
+    assert ("blockwise (attention_lab)" in attention_variants()) == (blockwise_attention is not None)
+
+
+def _tiny_sweep() -> list[BenchRow]:
+    return run_sweep([16, 32], heads=2, head_dim=4, min_run_time=0.01, matmul_gflops=1.0, progress=False)
+
+
+def test_run_sweep_rows_are_consistent():
+    rows = _tiny_sweep()
+    assert [(r.variant, r.n) for r in rows] == [(name, n) for n in (16, 32) for name in attention_variants()]
+    for r in rows:
+        flops = attention_flops(r.n, head_dim=4, num_heads=2)
+        assert r.gflops == pytest.approx(flops / (r.median_ms / 1e3) / 1e9)
+        assert r.share_of_matmul_peak == pytest.approx(r.gflops / 1.0)
+        assert r.threads == torch.get_num_threads()
+    naive = {r.n: r.peak_bytes for r in rows if r.variant == "naive (attention_lab)"}
+    sdpa = {r.n: r.peak_bytes for r in rows if r.variant == "F.scaled_dot_product_attention"}
+    for n in (16, 32):  # the naive forward holds at least two n x n matrices and the output
+        assert naive[n] >= attention_memory_bytes(n, head_dim=4, num_heads=2).naive_peak
+    assert sdpa[32] < naive[32]
+
+
+def test_run_sweep_rejects_bad_lengths():
+    with pytest.raises(ValueError, match=r"run_sweep\(\): every length must be >= 1"):
+        run_sweep([16, 0], progress=False, matmul_gflops=1.0)
+
+
+def test_format_table_has_one_line_per_row():
+    rows = _tiny_sweep()
+    table = format_table(rows).splitlines()
+    assert table[0].split() == ["variant", "n", "time", "ms", "GFLOP/s", "of", "peak", "peak", "MiB"]
+    assert len(table) == 2 + len(rows)
+
+
+def test_command_writes_csv_and_png(tmp_path, capsys):
+    csv_path, png_path = tmp_path / "cost.csv", tmp_path / "cost.png"
+    code = bench.main(["--lengths", "16", "32", "64", "--heads", "1", "--head-dim", "4", "--min-run-time", "0.01",
+                       "--no-progress", "--csv", str(csv_path), "--png", str(png_path)])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "threads" in out and "matmul peak" in out and "log-log slope" in out
+    with open(csv_path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 3 * len(attention_variants())
+    assert {"variant", "n", "median_ms", "gflops", "share_of_matmul_peak", "peak_bytes"} <= set(rows[0])
+    assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_command_rejects_unknown_options():
+    with pytest.raises(SystemExit):
+        bench.main(["--no-such-option"])
+
+
+# ---- plots (lesson 06 section of plotting.py) ----
+
+
+def test_plot_time_vs_length_fits_the_slope_in_the_legend():
+    lengths = [128, 256, 512]
+    fig = plot_time_vs_length(lengths, {"a": [1e-3 * (n / 128) ** 2 for n in lengths]})
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert ax.get_xlabel() and ax.get_ylabel() == "time per call (ms)"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a (slope 2.00)"]
+    with pytest.raises(ValueError, match=r"plot_time_vs_length\(\): expected one value per length"):
+        plot_time_vs_length(lengths, {"a": [1.0]})
+
+
+def test_plot_memory_vs_length_draws_measured_and_predicted():
+    lengths = [64, 128]
+    predicted = [attention_memory_bytes(n, head_dim=8).naive_peak for n in lengths]
+    fig = plot_memory_vs_length(lengths, {"naive": predicted, "sdpa": [0, 100]}, predicted_bytes=predicted)
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "peak memory (MiB)"
+    assert len(ax.get_lines()) == 3
+    assert "arithmetic" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_plot_bench_has_two_panels():
+    fig = plot_bench(_tiny_sweep())
+    assert len(fig.axes) == 2
+    with pytest.raises(ValueError, match="at least one row"):
+        plot_bench([])
