@@ -1,0 +1,153 @@
+"""Toy sequence tasks, generated on the fly from a seeded ``torch.Generator`` (no downloads, no files).
+
+Every task draws a batch with ``task.sample(batch_size, generator=g)`` and returns ``(tokens, targets)``: ``tokens``
+is what the model reads, ``targets`` what it must write at each position, with ``IGNORE_INDEX`` (-100, the default
+``ignore_index`` of ``F.cross_entropy``) where nothing is scored. One model output per input position keeps every
+task in the same shape, so the same encoder-style :class:`~attention_lab.model.TinyTransformer` learns any of them.
+
+=================  ====================================================  ==========================
+task               target at position ``t``                              what attention must do
+=================  ====================================================  ==========================
+``Reversal``       ``tokens[n - 1 - t]``                                 look at the mirrored position
+``Sorting``        the ``t``-th smallest token                           compare every pair (counting)
+``PointerLookup``  last position only: the symbol the pointer names      one long jump, set by content
+=================  ====================================================  ==========================
+
+Shape: tokens and targets ``(b, i)``, integer (``torch.long``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ._checks import check_positive_int, fail
+
+__all__ = ["IGNORE_INDEX", "PointerLookup", "Reversal", "Sorting", "TASKS", "make_generator", "make_task"]
+
+IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index: positions with this target are not scored
+
+
+def make_generator(seed: int) -> torch.Generator:
+    """A CPU ``torch.Generator`` seeded with ``seed``: the tasks draw from it, so a seed fixes every batch."""
+    check_positive_int("make_generator", "seed", seed, minimum=0)
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    return generator
+
+
+def _check_generator(fn: str, generator: object) -> torch.Generator:
+    if not isinstance(generator, torch.Generator):
+        fail(fn, f"generator must be a torch.Generator, got {type(generator).__name__}; "
+                 f"make one with attention_lab.tasks.make_generator(seed)", TypeError)
+    return generator
+
+
+@dataclass(frozen=True)
+class _Task:
+    seq_len: int = 8
+    n_symbols: int = 10
+
+    name = "task"
+
+    def __post_init__(self) -> None:
+        fn = type(self).__name__
+        check_positive_int(fn, "seq_len", self.seq_len, minimum=2)
+        check_positive_int(fn, "n_symbols", self.n_symbols, minimum=2)
+
+    @property
+    def vocab_size(self) -> int:
+        """How many distinct token ids there are (the model's embedding and output size)."""
+        return self.n_symbols
+
+    def sample(self, batch_size: int, *, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """A fresh batch ``(tokens, targets)``, drawn from ``generator`` only (so a seeded generator repeats it).
+
+        Shape: tokens ``(b, i)``, targets ``(b, i)`` (``IGNORE_INDEX`` where a position is not scored).
+        """
+        fn = f"{type(self).__name__}.sample"
+        check_positive_int(fn, "batch_size", batch_size)
+        _check_generator(fn, generator)
+        symbols = torch.randint(0, self.n_symbols, (batch_size, self.seq_len), generator=generator)  # (b, i)
+        return self._make(symbols, generator)
+
+    def _make(self, symbols: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        return symbols, self.solve(symbols)
+
+    def solve(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The right targets for ``tokens`` (what a perfect model writes). Shape: ``(b, i) -> (b, i)``."""
+        raise NotImplementedError
+
+    def token_labels(self, tokens: torch.Tensor) -> list[str]:
+        """Readable labels for one sequence of token ids (for plot ticks). Shape: tokens ``(i,)``."""
+        return [str(t) for t in tokens.tolist()]
+
+
+@dataclass(frozen=True)
+class Reversal(_Task):
+    """Write the input backwards: the target at position ``t`` is ``tokens[n - 1 - t]``.
+
+    Shape: tokens and targets ``(b, i)``.
+    """
+
+    name = "reversal"
+
+    def solve(self, tokens: torch.Tensor) -> torch.Tensor:
+        return tokens.flip(-1)
+
+
+@dataclass(frozen=True)
+class Sorting(_Task):
+    """Write the input sorted ascending: the target at position ``t`` is the ``t``-th smallest token.
+
+    Shape: tokens and targets ``(b, i)``.
+    """
+
+    name = "sorting"
+
+    def solve(self, tokens: torch.Tensor) -> torch.Tensor:
+        return tokens.sort(dim=-1).values
+
+
+@dataclass(frozen=True)
+class PointerLookup(_Task):
+    """The last token is a pointer ``->p``; the answer, scored at the last position only, is ``tokens[p]``.
+
+    Tokens ``0 .. n_symbols-1`` are symbols; token ``n_symbols + p`` is the pointer to position ``p``
+    (``0 <= p < seq_len - 1``). The pointer can name the first position, so the last query must be able to jump
+    the whole sequence, and where it jumps depends on the pointer's content, not on its own position.
+
+    Shape: tokens and targets ``(b, i)``; targets are ``IGNORE_INDEX`` except at ``i = seq_len - 1``.
+    """
+
+    name = "pointer"
+
+    @property
+    def vocab_size(self) -> int:
+        return self.n_symbols + self.seq_len - 1
+
+    def _make(self, symbols: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        pointer = torch.randint(0, self.seq_len - 1, (symbols.shape[0],), generator=generator)  # (b,)
+        tokens = symbols.clone()
+        tokens[:, -1] = self.n_symbols + pointer
+        return tokens, self.solve(tokens)
+
+    def solve(self, tokens: torch.Tensor) -> torch.Tensor:
+        pointer = (tokens[:, -1] - self.n_symbols).clamp(0, self.seq_len - 2)  # (b,)
+        targets = torch.full_like(tokens, IGNORE_INDEX)
+        targets[:, -1] = tokens.gather(-1, pointer[:, None])[:, 0]
+        return targets
+
+    def token_labels(self, tokens: torch.Tensor) -> list[str]:
+        return [str(t) if t < self.n_symbols else f"->{t - self.n_symbols}" for t in tokens.tolist()]
+
+
+TASKS = {"reversal": Reversal, "sorting": Sorting, "pointer": PointerLookup}
+
+
+def make_task(name: str, **options: int) -> _Task:
+    """A task by name (``"reversal"``, ``"sorting"`` or ``"pointer"``), e.g. ``make_task("reversal", seq_len=8)``."""
+    if name not in TASKS:
+        fail("make_task", f"name must be one of {sorted(TASKS)}, got {name!r}")
+    return TASKS[name](**options)
