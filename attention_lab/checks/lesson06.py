@@ -1,0 +1,114 @@
+"""Checks for lesson 06 (the cost of attention: counts, bytes, the largest sequence that fits)."""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+
+from ..memory import attention_memory_bytes, format_bytes, measure_peak_memory
+from ._core import correct, hint
+
+
+def _as_int(answer: object, what: str) -> int:
+    if answer is None or answer is Ellipsis:
+        hint(f"{what} is still empty: replace the placeholder with your code")
+    if isinstance(answer, torch.Tensor) and answer.numel() == 1:
+        answer = answer.item()
+    if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
+        hint(f"{what} should be a single number, got {type(answer).__name__}")
+    if float(answer) != int(answer):
+        hint(f"{what} counts whole things (scores, FLOPs, bytes, tokens): it should be a whole number")
+    return int(answer)
+
+
+def score_count(answer: object, n: int, num_heads: int = 1) -> None:
+    """Exercise 1: how many similarity scores alpha_{i,j} attention computes for n tokens and ``num_heads`` heads."""
+    got = _as_int(answer, "your count")
+    per_head = n * n
+    if got == per_head * num_heads:
+        correct(f"{n} x {n} scores per head, {got:,} in all: every query meets every key, itself included")
+        return
+    if got == per_head and num_heads > 1:
+        hint("that is one head's count; every head computes its own score matrix")
+    if got in (n * (n - 1) // 2 * num_heads, n * (n + 1) // 2 * num_heads, n * (n - 1) * num_heads):
+        hint("alpha_{i,j} and alpha_{j,i} are different numbers (q^i . k^j is not q^j . k^i), and each token "
+             "also scores itself: count ordered pairs (i, j), i = j included")
+    if got in (n * num_heads, 2 * n * num_heads):
+        hint("that grows linearly in n; each of the n queries is compared with each of the n keys")
+    hint("count the entries of the (i, j) score matrix, then think about the heads")
+
+
+def flop_count(answer: object, n: int, head_dim: int, num_heads: int = 1) -> None:
+    """Exercise 1b: the FLOPs of Q K^T and weights @ V for n tokens (one multiply-add = 2 FLOPs)."""
+    got = _as_int(answer, "your FLOP count")
+    one_matmul = 2 * n * n * head_dim * num_heads
+    if got == 2 * one_matmul:
+        correct(f"2 matmuls x 2 n^2 d x {num_heads} head(s) = {got:,} FLOPs")
+        return
+    if got == one_matmul:
+        hint("two things to count: there are two n x n x d products (the scores Q K^T and the mix weights @ V), "
+             "and a multiply-add is two floating-point operations; one of them is missing")
+    if got == one_matmul // 2:
+        hint("count both products (Q K^T and weights @ V), and two FLOPs per multiply-add")
+    if num_heads > 1 and got * num_heads == 2 * one_matmul:
+        hint("every head does its own products: multiply by the number of heads")
+    hint("each of the n x n scores is a dot product of length d (d multiplies and d adds); the mix with V costs "
+         "as much again")
+
+
+def predicted_peak(answer: object, n: int, head_dim: int, num_heads: int = 1) -> None:
+    """Exercise 2: the peak bytes of the lesson's naive attention forward (float32), then checked by measuring."""
+    got = _as_int(answer, "your predicted peak")
+    m = attention_memory_bytes(n, head_dim=head_dim, num_heads=num_heads)
+    expected = m.scores + m.weights + m.output
+    if got != expected:
+        if got in (m.scores + m.output, m.scores):
+            hint("the softmax reads the scores while it writes the weights, and the scores stay alive as a local "
+                 "variable: two n x n matrices at once")
+        if got == expected // 4 or got == (m.scores + m.weights) // 4:
+            hint("that counts values; a float32 value takes 4 bytes")
+        if got == m.scores + m.weights:
+            hint("the output b (n x d per head) is allocated while both matrices are still alive")
+        if got in (expected + m.qkv, m.total):
+            hint("Q, K and V existed before the call; the peak counts only what the call allocates")
+        hint("list the tensors alive at the moment the output is created, and their sizes in bytes")
+    q, k, v = torch.randn(3, 1, num_heads, n, head_dim).unbind(0)  # (b, h, i, d) each
+
+    def naive(q, k, v):
+        scores = q @ k.transpose(-2, -1) * head_dim**-0.5  # (b, h, i, j)
+        weights = scores.softmax(dim=-1)  # (b, h, i, j)
+        return weights @ v  # (b, h, i, d)
+
+    measured = measure_peak_memory(naive, q, k, v).peak_bytes
+    correct(f"you predicted {format_bytes(got)}; the meter measured {format_bytes(measured)}")
+
+
+def largest_length(answer: object, budget_bytes: int, head_dim: int, num_heads: int = 1) -> None:
+    """Exercise 3: the largest n whose naive forward peak (float32) fits in ``budget_bytes``."""
+    got = _as_int(answer, "your n")
+
+    def peak(n: int) -> int:
+        m = attention_memory_bytes(n, head_dim=head_dim, num_heads=num_heads)
+        return m.scores + m.weights + m.output
+
+    expected = 1
+    while peak(expected * 2) <= budget_bytes:  # double, then bisect: no floating-point square roots to round
+        expected *= 2
+    low, high = expected, expected * 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if peak(mid) <= budget_bytes else (low, mid)
+    expected = low
+    if got == expected:
+        correct(f"n = {got:,} needs {format_bytes(peak(got))}; n = {got + 1:,} would need "
+                f"{format_bytes(peak(got + 1))}, over the budget of {format_bytes(budget_bytes)}")
+        return
+    if got < 1:
+        hint("a sequence has at least one token")
+    if peak(got) > budget_bytes:
+        one_matrix = attention_memory_bytes(got, head_dim=head_dim, num_heads=num_heads)
+        if one_matrix.scores + one_matrix.output <= budget_bytes:
+            hint("that n fits one n x n matrix per head, but the naive forward holds two at its peak")
+        hint(f"n = {got:,} needs {format_bytes(peak(got))}, more than the budget: go smaller")
+    hint(f"n = {got:,} fits, but a larger n fits too: find the largest n with peak(n) <= budget")

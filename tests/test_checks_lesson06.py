@@ -1,0 +1,120 @@
+"""Lesson 06 checks accept the right answers (in every equivalent form) and reject common mistakes with their hint."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attention_lab.checks import lesson06 as check
+from attention_lab.memory import attention_memory_bytes
+
+
+def rejects(call, *args, match: str, **kwargs) -> None:
+    with pytest.raises(AssertionError, match="Not yet. Hint: .*" + match):
+        call(*args, **kwargs)
+
+
+# ---- score_count ----
+
+
+@pytest.mark.parametrize("answer", [8 * 1024 * 1024, 8 * 1024**2 * 1.0, torch.tensor(8 * 1024 * 1024)])
+def test_score_count_accepts(answer, capsys):
+    check.score_count(answer, n=1024, num_heads=8)
+    assert capsys.readouterr().out.startswith("Correct:")
+
+
+def test_score_count_the_seed_number(capsys):
+    check.score_count(262_144, n=512)
+    assert "262,144" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("answer", "match"), [
+    (1024 * 1024, "one head's count"),
+    (8 * 1024 * 1023 // 2, "ordered pairs"),
+    (8 * 1024 * 1023, "ordered pairs"),
+    (8 * 1024, "linearly"),
+    (12345, "entries of the"),
+    (None, "still empty"),
+    ("many", "single number"),
+    (10.5, "whole number"),
+])
+def test_score_count_rejects(answer, match):
+    rejects(check.score_count, answer, n=1024, num_heads=8, match=match)
+
+
+# ---- flop_count ----
+
+
+def test_flop_count_accepts(capsys):
+    check.flop_count(4 * 512 * 512 * 64 * 8, n=512, head_dim=64, num_heads=8)
+    assert capsys.readouterr().out.startswith("Correct:")
+
+
+@pytest.mark.parametrize(("answer", "match"), [
+    (2 * 512 * 512 * 64 * 8, "one of them is missing"),
+    (512 * 512 * 64 * 8, "two FLOPs per multiply-add"),
+    (4 * 512 * 512 * 64, "number of heads"),
+    (7, "dot product of length d"),
+])
+def test_flop_count_rejects(answer, match):
+    rejects(check.flop_count, answer, n=512, head_dim=64, num_heads=8, match=match)
+
+
+# ---- predicted_peak ----
+
+
+def test_predicted_peak_accepts_and_measures(capsys):
+    n, d, h = 384, 32, 2
+    answer = 2 * h * n * n * 4 + h * n * d * 4
+    check.predicted_peak(answer, n=n, head_dim=d, num_heads=h)
+    out = capsys.readouterr().out
+    assert out.startswith("Correct:")
+    assert out.count("2.34 MiB") == 2  # predicted and measured agree
+
+
+@pytest.mark.parametrize(("wrong", "match"), [
+    (lambda m: m.scores + m.output, "two n x n matrices at once"),
+    (lambda m: m.scores, "two n x n matrices at once"),
+    (lambda m: m.naive_peak // 4, "4 bytes"),
+    (lambda m: m.scores + m.weights, "the output b"),
+    (lambda m: m.total, "existed before the call"),
+    (lambda m: 1, "list the tensors alive"),
+])
+def test_predicted_peak_rejects(wrong, match):
+    m = attention_memory_bytes(384, head_dim=32, num_heads=2)
+    rejects(check.predicted_peak, wrong(m), n=384, head_dim=32, num_heads=2, match=match)
+
+
+# ---- largest_length ----
+
+
+def naive_peak(n, d=64, h=8):
+    return attention_memory_bytes(n, head_dim=d, num_heads=h).naive_peak
+
+
+def test_largest_length_accepts_the_exact_boundary(capsys):
+    budget = 2**30
+    n = 4080  # 2 matrices * 8 heads * n^2 * 4 B + the output 8 * n * 64 * 4 B: <= 2^30 for n = 4080, not 4081
+    assert naive_peak(n) <= budget < naive_peak(n + 1)
+    check.largest_length(n, budget_bytes=budget, head_dim=64, num_heads=8)
+    assert capsys.readouterr().out.startswith("Correct:")
+
+
+def test_largest_length_small_budgets():
+    for budget in (naive_peak(1, 4, 1), naive_peak(7, 4, 1), naive_peak(7, 4, 1) + 1):
+        expected = max(n for n in range(1, 20) if naive_peak(n, 4, 1) <= budget)
+        check.largest_length(expected, budget_bytes=budget, head_dim=4, num_heads=1)
+        rejects(check.largest_length, expected + 1, budget_bytes=budget, head_dim=4, num_heads=1,
+                match="more than the budget|holds two")
+
+
+@pytest.mark.parametrize(("answer", "match"), [
+    (5760, "holds two"),  # the largest n with room for one n x n matrix per head (and the output)
+    (4200, "holds two"),
+    (4081, "holds two"),
+    (6000, "more than the budget"),
+    (4000, "a larger n fits too"),
+    (0, "at least one token"),
+])
+def test_largest_length_rejects(answer, match):
+    rejects(check.largest_length, answer, budget_bytes=2**30, head_dim=64, num_heads=8, match=match)
