@@ -44,7 +44,11 @@ def stable_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
         hint("on ordinary scores your result differs from softmax: exp of each score, divided by the row's "
              "sum of exps")
     got_huge = as_tensor(fn(huge.clone()), "your softmax's result")
-    if not torch.isfinite(got_huge).all():
+    finite_rows = torch.isfinite(got_huge).all(dim=-1)
+    if finite_rows[0] and not finite_rows[1]:
+        hint("a row whose scores all lie far below the largest score of the tensor underflows to 0/0: subtract "
+             "each row's own maximum, not the maximum of the whole tensor")
+    if not finite_rows.all():
         hint("exp(1000) overflows to inf and inf/inf is NaN; softmax does not change if you subtract the same "
              "number from a whole row")
     if not close(got_huge, torch.softmax(huge.double(), dim=-1).float()):
