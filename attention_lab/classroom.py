@@ -37,6 +37,7 @@ __all__ = [
     "TEXT_STUB",
     "CopyReport",
     "MarkupError",
+    "check_call_pattern",
     "main",
     "resolve_lessons",
     "solution_regions",
@@ -56,7 +57,15 @@ TEXT_STUB = ("YOUR ANSWER HERE",)
 # A line that looks like a delimiter without being exactly one (a typo would leak the solution).
 # Prose that merely mentions the delimiters (in backticks, mid-sentence) is left alone.
 _DELIMITER_LIKE = re.compile(r"^(#+|//)?\s*(BEGIN|END)[ _-]*SOLUTIONS?\b", re.IGNORECASE)
-_CHECK_CALL = re.compile(r"\bchecks\b|\blesson\d+\s*\.\s*\w+\s*\(")
+# How lessons import their checks: `from attention_lab.checks import lesson00 as check`, `import
+# attention_lab.checks.lesson02 as ex`, `from attention_lab.checks.lesson01 import scores_for_query`.
+_CHECK_MODULE_IMPORT = re.compile(
+    r"from\s+attention_lab(?:\.checks)?\s+import\s+(?:\((?P<paren>[^)]*)\)|(?P<names>[\w \t,]+))"
+    r"|import\s+attention_lab\.checks(?:\.\w+)?\s+as\s+(?P<alias>\w+)"
+)
+_CHECK_FUNCTION_IMPORT = re.compile(
+    r"from\s+attention_lab\.checks\.\w+\s+import\s+(?:\((?P<paren>[^)]*)\)|(?P<names>[\w \t,]+))"
+)
 _KEPT_CELL_METADATA = ("tags", "nbgrader", "editable", "deletable", "jupyter", "slideshow", "collapsed")
 _KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
@@ -136,15 +145,49 @@ def _clean_cell_metadata(cell: nbformat.NotebookNode) -> None:
     cell.metadata = nbformat.from_dict(kept)
 
 
+def check_call_pattern(nb: nbformat.NotebookNode) -> re.Pattern[str]:
+    """A pattern matching a call to an exercise check, under the names this notebook imports checks as."""
+    modules = {"checks"}  # `al.checks.lesson02.fn(...)`, `checks.lesson02.fn(...)`
+    functions: set[str] = set()
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for match in _CHECK_MODULE_IMPORT.finditer(cell.source):
+            if match["alias"]:
+                modules.add(match["alias"])
+                continue
+            from_checks = ".checks" in match.group(0).split("import")[0]
+            for item in (match["paren"] or match["names"]).split(","):
+                words = item.split()
+                if not words:
+                    continue
+                name, bound = words[0], words[-1]  # `lesson00 as check` -> ("lesson00", "check")
+                if name == "checks" or name.startswith("lesson"):
+                    modules.add(bound)
+                elif from_checks:
+                    functions.add(bound)
+        for match in _CHECK_FUNCTION_IMPORT.finditer(cell.source):
+            listed = match["paren"] or match["names"]
+            functions.update(item.split()[-1] for item in listed.split(",") if item.split())
+    names = "|".join(sorted(map(re.escape, modules)))
+    called = rf"\b(?:{names})\s*\.\s*(?:\w+\s*\.\s*)?\w+\s*\("
+    if functions:
+        called += rf"|(?<![\w.])(?:{'|'.join(sorted(map(re.escape, functions)))})\s*\("
+    return re.compile(called)
+
+
 def student_notebook(
     nb: nbformat.NotebookNode, *, where: str = "notebook"
 ) -> tuple[nbformat.NotebookNode, int]:
     """A student copy of one lesson (``nb`` is not modified) and the number of regions replaced.
 
     An exercise is an answer cell (one with a solution region) and the code cells after it up to the
-    next markdown cell (its check cells); any other code cell that calls a check counts as one too.
+    next markdown cell (its check cells). Any other cell that calls a check is cleared as well (a success
+    line can give the answer away), except one tagged ``raises-exception``: a lesson's demonstration of
+    what a failing check looks like, which shows only a hint.
     """
     student = copy.deepcopy(nb)
+    check_call = check_call_pattern(nb)
     total = 0
     in_exercise = False
     for index, cell in enumerate(student.cells):
@@ -158,7 +201,8 @@ def student_notebook(
             cell.source, count = strip_solutions(cell.source, where=label)
             total += count
             in_exercise = in_exercise or count > 0
-            if in_exercise or _CHECK_CALL.search(cell.source):
+            demo = "raises-exception" in cell.metadata.get("tags", [])
+            if in_exercise or (check_call.search(cell.source) and not demo):
                 cell.outputs = []
                 cell.execution_count = None
     metadata = {"kernelspec": dict(_KERNELSPEC), "language_info": {"name": "python"}}
