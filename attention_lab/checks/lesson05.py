@@ -10,7 +10,7 @@ from torch import nn
 
 from ..masks import causal_mask
 from ..multihead import MultiHeadAttention
-from ._core import as_tensor, check_tensor_answer, close, correct, hint
+from ._core import as_tensor, close, correct, hint
 
 
 def _numbered(*shape: int) -> torch.Tensor:
@@ -25,6 +25,11 @@ def _call(fn: object, what: str, *args: object) -> torch.Tensor:
         result = fn(*args)
     except NotImplementedError:
         hint("your function still raises NotImplementedError: replace the stub with your code")
+    except Exception as error:  # the learner's own bug: say which input broke it, keep their traceback
+        shapes = ", ".join(str(tuple(a.shape)) if isinstance(a, torch.Tensor) else repr(a) for a in args)
+        raise AssertionError(f"Not yet. Hint: your function raised {type(error).__name__} when called with "
+                             f"({shapes}); does it use its arguments' shapes rather than fixed numbers?"
+                             ) from error
     return as_tensor(result, "your function's result")
 
 
@@ -108,22 +113,16 @@ def causal_output(answer: object, torch_module: nn.MultiheadAttention, x: torch.
         expected = torch_module(x, x, x, attn_mask=~allowed, need_weights=False)[0]
         no_mask = ours(x)[0]
         flipped = ours(x, mask=~allowed)[0]
-        fresh = MultiHeadAttention(torch_module.embed_dim, torch_module.num_heads)(x, mask=allowed)[0]
     got = as_tensor(answer, "your output")
-    if close(got, fresh, atol=1e-5, rtol=1e-5):
-        hint("that module has fresh random weights; build it from the PyTorch module with "
-             "MultiHeadAttention.from_torch so that both hold the same weights")
-    check_tensor_answer(
-        got,
-        expected,
-        what="your output",
-        mistakes=[
-            (no_mask, "without a mask every token also attends to the tokens after it; pass a causal mask"),
-            (flipped, "the mask has PyTorch's polarity (True = blocked); this library's masks say True = may "
-                      "attend, as attention_lab.causal_mask builds them"),
-        ],
-        shape_hint=f"the output has the input's shape (b, n, e) = {tuple(x.shape)}",
-        atol=1e-5,
-        rtol=1e-5,
-        success="same weights, same causal mask, same output as nn.MultiheadAttention",
-    )
+    if got.shape != expected.shape:
+        hint(f"the output has the input's shape (b, n, e) = {tuple(x.shape)}, yours has {tuple(got.shape)}")
+    if close(got, expected, atol=1e-5, rtol=1e-5):
+        correct("same weights, same causal mask, same output as nn.MultiheadAttention")
+        return
+    if close(got, no_mask, atol=1e-5, rtol=1e-5):
+        hint("without a mask every token also attends to the tokens after it; pass a causal mask")
+    if close(got, flipped, atol=1e-5, rtol=1e-5):
+        hint("the mask has PyTorch's polarity (True = blocked); this library's masks say True = may attend, "
+             "as attention_lab.causal_mask builds them")
+    hint("right shape, but not PyTorch's output: does your module hold torch_mha's weights (build it with "
+         "MultiHeadAttention.from_torch, not a fresh MultiHeadAttention), and is the mask causal?")
