@@ -1,0 +1,131 @@
+"""One headless JupyterLab server and one Chromium page for the whole browser test session.
+
+Environment knobs (all optional):
+  ATTENTION_LAB_CHROMIUM         Chromium executable (default /usr/bin/chromium)
+  ATTENTION_LAB_SCREENSHOTS      folder for the screenshots (default browser-screenshots/, git-ignored)
+  ATTENTION_LAB_BROWSER_BUDGET_S time budget of the whole browser session (default 180 s + 240 s per lesson)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import labdriver as ld
+import pytest
+
+SCREENSHOTS = Path(os.environ.get("ATTENTION_LAB_SCREENSHOTS", ld.REPO / "browser-screenshots"))
+
+
+REPORT = ld.REPORT
+REPORT.screenshots = SCREENSHOTS
+
+
+def pytest_terminal_summary(terminalreporter):
+    if REPORT.started is None:
+        return
+    end = REPORT.finished or time.monotonic()
+    write = terminalreporter.write_line
+    terminalreporter.section("browser test (JupyterLab in headless Chromium)")
+    write(f"screenshots: {REPORT.screenshots}  (open the PNG files in any image viewer)")
+    if REPORT.ready_s is not None:
+        write(f"JupyterLab and Chromium up, file browser shown: {REPORT.ready_s:.1f} s")
+    for name, seconds in REPORT.lessons.items():
+        write(f"  {name}: {seconds:.1f} s (open, run all, scroll, screenshot, close)")
+    write(f"browser session wall time: {end - REPORT.started:.1f} s for {len(REPORT.lessons)} lesson(s)")
+
+
+@pytest.fixture(scope="session")
+def chromium_executable() -> str:
+    missing = []
+    executable = ld.chromium_path()
+    if executable is None:
+        missing.append(f"no Chromium at {os.environ.get(ld.CHROMIUM_ENV, ld.DEFAULT_CHROMIUM)}")
+    reason = ld.playwright_missing()
+    if reason:
+        missing.append(reason)
+    if missing:
+        pytest.skip(f"browser test: {'; '.join(missing)}. To enable it: {ld.ENABLE_HINT}.")
+    return executable
+
+
+@pytest.fixture(scope="session")
+def session_deadline(chromium_executable) -> ld.Deadline:
+    n_lessons = len(list(ld.NOTEBOOKS.glob("*.ipynb")))
+    seconds = float(os.environ.get("ATTENTION_LAB_BROWSER_BUDGET_S", 180 + 240 * n_lessons))
+    REPORT.started = time.monotonic()
+    return ld.Deadline(seconds)
+
+
+@pytest.fixture(scope="session")
+def screenshot_dir(chromium_executable) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for old in SCREENSHOTS.glob("*.png"):  # the folder only ever holds this test's pictures
+        old.unlink()
+    print(f"\nbrowser test screenshots go to {SCREENSHOTS}")
+    return SCREENSHOTS
+
+
+@pytest.fixture(scope="session")
+def workdir(chromium_executable):
+    """Private settings, workspaces, runtime files and the Chromium profile; removed at the end."""
+    path = Path(tempfile.mkdtemp(prefix="attention-lab-browser-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def lab_server(workdir, session_deadline, screenshot_dir):
+    lab = ld.LabServer(root=ld.REPO, workdir=workdir)
+    try:
+        lab.start(timeout=session_deadline.cap(120))
+        yield lab
+    finally:
+        problems = lab.stop()
+        if lab.log_path is not None and lab.log_path.exists():
+            shutil.copy(lab.log_path, screenshot_dir / "jupyterlab.log")
+        assert not problems, f"JupyterLab teardown left: {problems}"
+
+
+@pytest.fixture(scope="session")
+def chromium(chromium_executable, workdir, session_deadline):
+    browser = ld.ChromiumSession(chromium_executable, workdir)
+    try:
+        browser.start(timeout=session_deadline.cap(60))
+        yield browser
+    finally:
+        problems = browser.stop()
+        assert not problems, f"Chromium teardown left: {problems}"
+
+
+@dataclass
+class LabPage:
+    page: object
+    lab: ld.LabServer
+    landed_url: str
+    outside_requests: list[str]
+
+
+@pytest.fixture(scope="session")
+def lab_page(chromium, lab_server, session_deadline) -> LabPage:
+    """Chromium on the lab's front door (``/?token=...``), as a learner opens the link ``make lab`` prints."""
+    context = chromium.context
+    page = context.pages[0] if context.pages else context.new_page()
+    page.set_default_timeout(30_000)
+    outside: list[str] = []
+
+    def note_outside(request):
+        if not request.url.startswith((lab_server.base_url, "data:", "blob:", "about:")):
+            outside.append(request.url)
+
+    page.on("request", note_outside)
+    page.on("dialog", lambda dialog: dialog.accept())  # a "leave page?" prompt must never block teardown
+    timeout = session_deadline.cap(120)
+    page.goto(f"{lab_server.base_url}/?token={lab_server.token}", timeout=timeout * 1000)
+    page.locator(".jp-FileBrowser .jp-DirListing-item").first.wait_for(timeout=timeout * 1000)
+    REPORT.ready_s = time.monotonic() - REPORT.started
+    return LabPage(page=page, lab=lab_server, landed_url=page.url, outside_requests=outside)

@@ -1,0 +1,288 @@
+"""Helpers for tests/browser: what a lesson should show (read from the committed notebook) and the JupyterLab page
+actions a learner takes (open from the file browser, menus, scrolling), with bounded waits.
+
+Only the JupyterLab DOM is used (class names of JupyterLab 4), never its JavaScript API, so the test sees what a
+learner sees.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+STDERR_MIME = "application/vnd.jupyter.stderr"
+IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif")
+PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+
+
+@dataclass
+class CellExpectation:
+    index: int
+    cell_type: str
+    tags: tuple[str, ...]
+    images: int  # image outputs stored in the committed notebook (rendered as <img>)
+    widgets: int  # ipywidgets outputs stored in the committed notebook
+    has_code: bool
+
+
+@dataclass
+class LessonExpectation:
+    path: Path
+    cells: list[CellExpectation]
+
+    @property
+    def images(self) -> int:
+        return sum(c.images for c in self.cells)
+
+    @property
+    def widgets(self) -> int:
+        return sum(c.widgets for c in self.cells)
+
+
+def expected_from_notebook(path: Path) -> LessonExpectation:
+    """Figures, widgets and tags per cell, from the stored outputs of the committed (executed) notebook."""
+    notebook = json.loads(path.read_text())
+    cells = []
+    for index, cell in enumerate(notebook["cells"]):
+        outputs = cell.get("outputs", [])
+        data = [o.get("data", {}) for o in outputs if o.get("output_type") in ("display_data", "execute_result")]
+        source = "".join(cell.get("source", []))
+        cells.append(
+            CellExpectation(
+                index=index,
+                cell_type=cell["cell_type"],
+                tags=tuple(cell.get("metadata", {}).get("tags", [])),
+                images=sum(any(m in d for m in IMAGE_MIMES) and WIDGET_MIME not in d for d in data),
+                widgets=sum(WIDGET_MIME in d for d in data),
+                has_code=cell["cell_type"] == "code" and bool(source.strip()),
+            )
+        )
+    return LessonExpectation(path=path, cells=cells)
+
+
+@dataclass
+class CellSeen:
+    """What the browser showed for one cell, gathered while scrolling."""
+
+    prompt: str = ""
+    images_shown: set = field(default_factory=set)  # positions of <img> seen on screen and decoded
+    images_in_dom: int = 0
+    widgets_shown: set = field(default_factory=set)
+    widget_outputs: int = 0
+    errors: list = field(default_factory=list)
+
+
+# Gathers, for every cell attached to the DOM, its prompt, images, widget outputs and stderr outputs, and whether
+# each image / widget is inside the scroll viewport right now (JupyterLab skips rendering cells off screen).
+COLLECT_JS = """
+([panelSelector, stderrMime]) => {
+  const panel = document.querySelector(panelSelector);
+  if (!panel) return null;
+  const scroller = panel.querySelector('.jp-WindowedPanel-outer');
+  const view = scroller.getBoundingClientRect();
+  const onScreen = (el) => {
+    const r = el.getBoundingClientRect();
+    return r.width > 0 && r.height > 0 && r.bottom > view.top && r.top < view.bottom;
+  };
+  const cells = [...panel.querySelectorAll('.jp-Notebook .jp-Cell')];
+  return {
+    scrollTop: scroller.scrollTop, scrollHeight: scroller.scrollHeight, clientHeight: scroller.clientHeight,
+    cells: cells.map((cell, position) => {
+      const attr = cell.getAttribute('data-windowed-list-index');
+      const outputs = [...cell.querySelectorAll('.jp-OutputArea-output')];
+      // the ipywidgets renderer puts the widget's own element (class jupyter-widgets) in the output
+      const widgets = outputs.filter((o) => o.querySelector(':scope > .jupyter-widgets') !== null);
+      return {
+        index: attr === null ? position : Number(attr),
+        prompt: (cell.querySelector('.jp-InputPrompt') || {}).textContent || '',
+        images: [...cell.querySelectorAll('.jp-OutputArea-output img')].map(
+          (img) => [onScreen(img), img.complete && img.naturalWidth > 0]),
+        widgets: widgets.map((o) => [onScreen(o), !/Loading widget|Error displaying widget/.test(o.textContent)]),
+        errors: outputs.filter((o) => o.getAttribute('data-mime-type') === stderrMime)
+          .map((o) => o.textContent.trim().slice(-300)),
+      };
+    }),
+  };
+}
+"""
+
+# Run state: code prompts ("[ ]:", "[*]:", "[7]:") and the kernel status of the execution indicator.
+RUN_STATE_JS = """
+(panelSelector) => {
+  const panel = document.querySelector(panelSelector);
+  if (!panel) return null;
+  const prompts = [...panel.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputPrompt')]
+    .map((p) => p.textContent.trim());
+  const indicator = panel.querySelector('.jp-Notebook-ExecutionIndicator');
+  const kernel = panel.querySelector('.jp-KernelName');
+  return {
+    queued: prompts.filter((p) => p.includes('*')).length,
+    numbered: prompts.filter((p) => /[0-9]/.test(p)).length,
+    status: indicator ? indicator.getAttribute('data-status') : null,
+    kernel: kernel ? kernel.textContent.trim() : null,
+    cells: panel.querySelectorAll('.jp-Notebook .jp-Cell').length,
+    outputs: panel.querySelectorAll('.jp-Notebook .jp-OutputArea-output').length,
+  };
+}
+"""
+
+
+def wait_until(what: str, probe, timeout: float, interval: float = 0.25, stable: int = 1):
+    """Poll ``probe()`` until it returns a truthy value ``stable`` times in a row; raise TimeoutError naming
+    ``what`` (with the last value seen) after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    last, streak = None, 0
+    while True:
+        last = probe()
+        streak = streak + 1 if last else 0
+        if streak >= stable:
+            return last
+        if time.monotonic() > end:
+            raise TimeoutError(f"waited {timeout:.0f} s for {what}; last seen: {last!r}")
+        time.sleep(interval)
+
+
+def run_state(page) -> dict | None:
+    return page.evaluate(RUN_STATE_JS, PANEL)
+
+
+def use_menu(page, menu: str, item: str, timeout: float) -> None:
+    """Click ``menu`` in the menu bar, then ``item`` in the menu that opens (as a learner does)."""
+    bar = page.locator(".lm-MenuBar-item").filter(
+        has=page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(rf"^{re.escape(menu)}$"))
+    )
+    bar.click(timeout=timeout * 1000)
+    entry = page.locator(".lm-Menu .lm-Menu-item").filter(
+        has=page.locator(".lm-Menu-itemLabel", has_text=re.compile(rf"^{re.escape(item)}$"))
+    )
+    entry.first.click(timeout=timeout * 1000)
+
+
+def listing(page) -> list[str]:
+    """Names shown in the file browser, top to bottom."""
+    return page.eval_on_selector_all(
+        ".jp-FileBrowser .jp-DirListing-content .jp-DirListing-item .jp-DirListing-itemText",
+        "els => els.map(e => e.textContent.trim())",
+    )
+
+
+def open_from_file_browser(page, name: str, n_cells: int, timeout: float) -> None:
+    """Double-click ``name`` in the file browser; wait for all its cells and an idle kernel."""
+    item = page.locator(".jp-FileBrowser .jp-DirListing-item").filter(
+        has=page.locator(".jp-DirListing-itemText", has_text=re.compile(rf"^{re.escape(name)}$"))
+    )
+    item.dblclick(timeout=timeout * 1000)
+    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel")
+
+    def ready():
+        state = run_state(page)
+        return (
+            state
+            and tab.first.text_content(timeout=1000) == name
+            and state["kernel"] not in (None, "", "No Kernel")
+            and state["status"] == "idle"
+            and state["cells"] == n_cells
+        ) and state
+
+    wait_until(f"{name} to open with an idle kernel and {n_cells} cells", ready, timeout, stable=2)
+
+
+def run_all_from_menu(page, timeout: float) -> dict:
+    """Edit > Clear Outputs of All Cells (so only fresh outputs count), then Run > Run All Cells; wait until
+    nothing is queued and the kernel is idle."""
+    use_menu(page, "Edit", "Clear Outputs of All Cells", timeout=30)
+    wait_until("outputs to clear", lambda: (s := run_state(page)) and s["outputs"] == 0 and s["numbered"] == 0, 30)
+    use_menu(page, "Run", "Run All Cells", timeout=30)
+
+    def finished():
+        state = run_state(page)
+        return state and state["numbered"] > 0 and state["queued"] == 0 and state["status"] == "idle" and state
+
+    # idle between two cells must not pass for the end of the run: ask for 1 s of quiet
+    return wait_until("Run All Cells to finish (no [*] prompt, kernel idle)", finished, timeout, stable=4)
+
+
+def scroll_through(page, timeout: float, pause: float = 0.15) -> dict[int, CellSeen]:
+    """Scroll the notebook from top to bottom a screen at a time, noting at each stop what is on screen."""
+    seen: dict[int, CellSeen] = {}
+    scroller = page.locator(f"{PANEL} .jp-WindowedPanel-outer")
+    scroller.evaluate("el => { el.scrollTop = 0; }")
+    end = time.monotonic() + timeout
+    while True:
+        page.wait_for_timeout(pause * 1000)  # lets the browser lay out and paint what scrolled in
+        snapshot = page.evaluate(COLLECT_JS, [PANEL, STDERR_MIME])
+        for cell in snapshot["cells"]:
+            entry = seen.setdefault(cell["index"], CellSeen())
+            entry.prompt = cell["prompt"]
+            entry.images_in_dom = max(entry.images_in_dom, len(cell["images"]))
+            entry.images_shown.update(k for k, (shown, ok) in enumerate(cell["images"]) if shown and ok)
+            entry.widget_outputs = max(entry.widget_outputs, len(cell["widgets"]))
+            entry.widgets_shown.update(k for k, (shown, ok) in enumerate(cell["widgets"]) if shown and ok)
+            for text in cell["errors"]:
+                if text not in entry.errors:
+                    entry.errors.append(text)
+        at_bottom = snapshot["scrollTop"] + snapshot["clientHeight"] >= snapshot["scrollHeight"] - 2
+        if at_bottom or time.monotonic() > end:
+            return seen
+        step = max(100, int(snapshot["clientHeight"] * 0.8))
+        scroller.evaluate("(el, step) => { el.scrollTop = el.scrollTop + step; }", step)
+
+
+def scroll_to_output(page, index: int) -> None:
+    """Scroll so that the first output of cell ``index`` (else the cell) sits near the top of the view, with a
+    few lines of the code that made it above."""
+    page.evaluate(
+        """([panelSel, index]) => {
+          const panel = document.querySelector(panelSel);
+          const scroller = panel.querySelector('.jp-WindowedPanel-outer');
+          const cells = [...panel.querySelectorAll('.jp-Notebook .jp-Cell')];
+          const cell = cells.find((c, pos) =>
+            Number(c.getAttribute('data-windowed-list-index') ?? pos) === index);
+          if (!cell) return;
+          const target = cell.querySelector('.jp-OutputArea-output img')
+            || cell.querySelector('.jp-OutputArea-output') || cell;
+          const above = target === cell ? 0 : 120;
+          scroller.scrollTop += target.getBoundingClientRect().top - scroller.getBoundingClientRect().top - above;
+        }""",
+        [PANEL, index],
+    )
+
+
+def close_and_shut_down(page, timeout: float) -> None:
+    """File > Close and Shut Down Notebook…, confirming the dialog; the re-run notebook is never saved."""
+    use_menu(page, "File", "Close and Shut Down Notebook…", timeout=timeout)
+    page.locator(".jp-Dialog .jp-mod-accept.jp-mod-warn, .jp-Dialog button.jp-mod-warn").first.click(
+        timeout=timeout * 1000
+    )
+    page.locator(".jp-NotebookPanel").first.wait_for(state="detached", timeout=timeout * 1000)
+
+
+def compare(expected: LessonExpectation, seen: dict[int, CellSeen]) -> list[str]:
+    """Differences between what the lesson should show and what the browser showed, one line each."""
+    problems = []
+    for cell in expected.cells:
+        got = seen.get(cell.index)
+        where = f"cell {cell.index}"
+        if got is None:
+            problems.append(f"{where}: never attached to the page while scrolling")
+            continue
+        if cell.has_code and not re.search(r"\d", got.prompt):
+            problems.append(f"{where}: did not run (prompt {got.prompt!r})")
+        # tracebacks and stderr streams look alike to a learner (red output); CONTRIBUTING allows neither
+        if got.errors and "raises-exception" not in cell.tags:
+            problems.append(f"{where}: error output (not tagged raises-exception): {got.errors[0]!r}")
+        if len(got.images_shown) != cell.images:
+            problems.append(
+                f"{where}: {len(got.images_shown)} figure(s) shown as <img> on screen "
+                f"({got.images_in_dom} in the page), the committed lesson has {cell.images}"
+            )
+        if len(got.widgets_shown) != cell.widgets:
+            problems.append(
+                f"{where}: {len(got.widgets_shown)} widget(s) drawn ({got.widget_outputs} widget outputs), "
+                f"the committed lesson has {cell.widgets}"
+            )
+    return problems

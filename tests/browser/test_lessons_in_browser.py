@@ -1,0 +1,105 @@
+"""Every lesson opens, runs and renders in a real JupyterLab, in headless Chromium, as a learner sees it.
+
+nbval proves the kernel side; this proves the browser side: the lab opens on the lessons, Run > Run All Cells works
+from the menu, and every figure, widget and (only the expected) error shows up. One JupyterLab server and one
+Chromium page serve all lessons (fixtures in conftest.py). Screenshots: browser-screenshots/ (printed at the end).
+Skipped, with the reason and the way to enable it, when Chromium or playwright is missing.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.parse
+
+import labdriver as ld
+import labpage as lp
+import pytest
+
+pytestmark = pytest.mark.browser
+
+LESSONS = sorted(ld.NOTEBOOKS.glob("*.ipynb"))
+LESSON_TIMEOUT_S = 240  # one lesson's Run All; lessons take < 30 s on a 2-core laptop
+
+
+def _lab_default_url() -> str:
+    for option in ld.make_lab_options():
+        if option.startswith("--LabApp.default_url="):
+            return option.split("=", 1)[1]
+    return "/lab"
+
+
+def test_lab_opens_on_the_lessons(lab_page, screenshot_dir):
+    page = lab_page.page
+    landed = urllib.parse.urlparse(lab_page.landed_url).path
+    assert landed == _lab_default_url(), (
+        f"the front door should redirect to the Makefile's --LabApp.default_url={_lab_default_url()}, "
+        f"landed on {landed}"
+    )
+    crumbs = page.locator(".jp-FileBrowser .jp-BreadCrumbs-item").all_text_contents()
+    assert crumbs[-1:] == ["notebooks"], f"file browser should be in notebooks/, breadcrumbs: {crumbs}"
+
+    shown = [name for name in lp.listing(page) if name.endswith(".ipynb")]
+    assert shown == [p.name for p in LESSONS], "the file browser should list the lessons in order"
+    page.screenshot(path=str(screenshot_dir / "lab-home.png"))
+
+    # Network calls off on the server side too: news and update checks answer empty without fetching.
+    assert lab_page.lab.api("GET", "/lab/api/news") == {"news": []}
+    assert lab_page.lab.api("GET", "/lab/api/update") == {"notification": None}
+
+
+def _recover(page, lab) -> None:
+    """After a failure: shut kernels down and reload, so the next lesson starts from a clean lab."""
+    for session in lab.api("GET", "/api/sessions") or []:
+        lab.api("DELETE", f"/api/sessions/{session['id']}")
+    page.reload(timeout=60_000)
+    page.locator(".jp-FileBrowser .jp-DirListing-item").first.wait_for(timeout=60_000)
+    if page.locator(".jp-NotebookPanel").count():
+        lp.close_and_shut_down(page, 30)
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=[p.stem for p in LESSONS])
+def test_lesson_runs_in_browser(lesson, lab_page, screenshot_dir, session_deadline):
+    if session_deadline.left() < 30:
+        pytest.fail(f"the browser session's time budget ({session_deadline.seconds:.0f} s) is spent")
+    page, lab = lab_page.page, lab_page.lab
+    cap = session_deadline.cap
+    digest = ld.file_digest(lesson)
+    expected = lp.expected_from_notebook(lesson)
+    shot = screenshot_dir / f"{lesson.stem}.png"
+    start = time.monotonic()
+    closed = False
+    try:
+        lp.open_from_file_browser(page, lesson.name, len(expected.cells), timeout=cap(120))
+        lp.run_all_from_menu(page, timeout=cap(LESSON_TIMEOUT_S))
+        lab.remember_children()  # the kernel, so teardown can be sure it is gone
+        seen = lp.scroll_through(page, timeout=cap(90))
+
+        # one picture per lesson: its first figure (else widget, else the top), as the learner sees it
+        shown_first = next((c.index for c in expected.cells if c.images or c.widgets), 0)
+        lp.scroll_to_output(page, shown_first)
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(shot))
+
+        lp.close_and_shut_down(page, timeout=cap(30))
+        closed = True
+        lp.wait_until("the lesson's kernel to shut down", lambda: lab.api("GET", "/api/kernels") == [], cap(30))
+    finally:
+        if not closed:
+            _recover(page, lab)
+        ld.REPORT.lessons[lesson.stem] = time.monotonic() - start
+        ld.REPORT.finished = time.monotonic()
+
+    assert ld.file_digest(lesson) == digest, f"JupyterLab changed {lesson.name} on disk (autosave must be off)"
+    problems = lp.compare(expected, seen)
+    assert not problems, (
+        f"{lesson.name} in the browser ({expected.images} figure(s), {expected.widgets} widget(s) expected):\n  "
+        + "\n  ".join(problems)
+        + f"\nscreenshot: {shot}"
+    )
+
+
+def test_nothing_asked_outside_the_machine(lab_page):
+    """Runs last: no request from the lab page left 127.0.0.1 (no news, fonts, CDNs or telemetry)."""
+    outside = sorted({re.sub(r"\?.*", "", url) for url in lab_page.outside_requests})
+    assert not outside, f"requests left the machine: {outside}"
