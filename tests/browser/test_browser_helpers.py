@@ -1,0 +1,68 @@
+"""The browser test's bookkeeping, without a browser: what a committed lesson should show, and that every kind of
+difference (error, missing figure, missing widget, cell not run) is reported."""
+
+from __future__ import annotations
+
+import labdriver as ld
+import labpage as lp
+import nbformat
+
+PNG = {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure size 400x300 with 2 Axes>"}
+WIDGET = {"application/vnd.jupyter.widget-view+json": {"model_id": "m"}, "text/plain": "IntSlider(value=3)"}
+
+
+def _lesson(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# title"),
+        nbformat.v4.new_code_cell("fig", outputs=[nbformat.v4.new_output("execute_result", PNG, execution_count=1)]),
+        nbformat.v4.new_code_cell("w", outputs=[nbformat.v4.new_output("display_data", WIDGET)]),
+        nbformat.v4.new_code_cell("raise ValueError('x')", metadata={"tags": ["raises-exception"]}),
+        nbformat.v4.new_code_cell(""),
+    ]
+    path = tmp_path / "00_lesson.ipynb"
+    nbformat.write(nb, path)
+    return lp.expected_from_notebook(path)
+
+
+def _as_shown(expected):
+    """What a browser shows for a lesson that renders exactly as committed."""
+    seen = {c.index: lp.CellSeen(prompt="[1]:" if c.has_code else "") for c in expected.cells}
+    seen[1].images_shown, seen[1].images_in_dom = {0}, 1
+    seen[2].widgets_shown, seen[2].widget_outputs = {0}, 1
+    seen[3].errors = ["ValueError: x"]
+    return seen
+
+
+def test_expectations_come_from_the_stored_outputs(tmp_path):
+    expected = _lesson(tmp_path)
+    assert (expected.images, expected.widgets) == (1, 1)
+    assert [c.has_code for c in expected.cells] == [False, True, True, True, False]
+    assert expected.cells[3].tags == ("raises-exception",)
+
+
+def test_a_lesson_shown_as_committed_passes(tmp_path):
+    expected = _lesson(tmp_path)
+    assert lp.compare(expected, _as_shown(expected)) == []
+
+
+def test_every_kind_of_difference_is_reported(tmp_path):
+    expected = _lesson(tmp_path)
+    seen = _as_shown(expected)
+    seen[1].images_shown = set()  # the figure never drew
+    seen[2].widgets_shown = set()  # the widget stayed "Loading widget..."
+    seen[2].errors = ["NameError: name 'w' is not defined"]  # an error outside a raises-exception cell
+    seen[3].prompt = "[ ]:"  # the run stopped before this cell
+    del seen[4]
+    problems = "\n".join(lp.compare(expected, seen))
+    assert "cell 1: 0 figure(s)" in problems
+    assert "cell 2: 0 widget(s) drawn" in problems
+    assert 'cell 2: error output (not tagged raises-exception): "NameError' in problems
+    assert "cell 3: did not run" in problems
+    assert "cell 4: never attached" in problems
+
+
+def test_lab_is_started_with_the_makefile_options():
+    options = ld.make_lab_options()
+    assert any(o.startswith("--LabApp.default_url=") for o in options), options
+    assert any(o.startswith("--ServerApp.root_dir=") for o in options), options
