@@ -11,6 +11,8 @@ started. It works on the CPU as on CUDA:
 * CUDA: the caching allocator's own peak statistics (``torch.cuda.max_memory_allocated``).
 
 Measurements nest (a measured function may itself call ``measure_peak_memory``) and repeat; they are not thread-safe.
+On the CPU, allocations made on other threads are counted only where PyTorch hands them its profiling state
+(autograd's threads, for one).
 """
 
 from __future__ import annotations
@@ -181,6 +183,10 @@ class _CpuSession:
 
     @classmethod
     def _start(cls) -> None:
+        if torch.autograd.profiler._is_profiler_enabled:
+            fail("measure_peak_memory", "expected no other torch profiler to be running, but one is; PyTorch runs "
+                                        "one profiler at a time: measure outside your torch.profiler.profile block",
+                 RuntimeError)
         prof = _autograd_profile(profile_memory=True)
         prof.__enter__()
         cls.profiler = prof

@@ -208,6 +208,16 @@ def test_an_exception_in_a_nested_fn_leaves_the_outer_measurement_running():
     assert r.peak_bytes == 400 and r.retained_bytes == 200
 
 
+def test_a_running_user_profiler_is_a_clear_error_and_is_left_running():
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        with pytest.raises(RuntimeError, match=r"measure_peak_memory\(\): expected no other torch profiler"):
+            measure_peak_memory(torch.empty, 10, device="cpu")
+        torch.ones(3).sum()
+    assert any(e.name == "aten::sum" for e in prof.events())  # the learner's profile still recorded
+    assert not _CpuSession.meters and _CpuSession.profiler is None
+    assert measure_peak_memory(torch.empty, 10).peak_bytes == 40
+
+
 def test_profiler_chatter_is_filtered_but_other_stderr_passes(capfd):
     def talk():
         os.write(2, b"a line fn wrote to stderr\n")
