@@ -43,6 +43,9 @@ from .positions import sinusoidal_positions
 
 # lesson 05: MultiHeadAttention
 from .multihead import MultiHeadAttention
+
+# isort: split
+
 # lesson 07: blockwise and block-sparse attention
 
 __version__ = "0.1.0"
