@@ -34,7 +34,7 @@ def attention_scores(q: torch.Tensor, k: torch.Tensor, *, scale: float | None = 
     scale = check_scale(fn, scale)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
-    return (q @ k.transpose(-2, -1)) * scale  # (..., i, j)
+    return (q @ k.transpose(-2, -1)).mul_(scale)  # (..., i, j); in place: one i x j buffer, not two
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, dim: int = -1) -> torch.Tensor:
@@ -59,10 +59,14 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, dim: 
     row_max = work.amax(dim=dim, keepdim=True).detach()
     # A row that is all -inf has max -inf, and -inf - (-inf) is NaN; shifting such a row by 0 keeps exp() at 0.
     row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
-    exp = torch.exp(work - row_max)
-    total = exp.sum(dim=dim, keepdim=True)
+    # The subtraction makes a new buffer (the caller's scores stay untouched); exp_ may then work in place, since
+    # autograd needs only exp's result. Without autograd, the division reuses that buffer too, so the weights cost
+    # one i x j buffer on top of the scores, not three.
+    exp = (work - row_max).exp_()
+    del work
     # Rows with no allowed key have total 0 and exp 0: dividing by a tiny positive number gives 0, not NaN.
-    weights = exp / total.clamp_min(torch.finfo(total.dtype).tiny)
+    denominator = exp.sum(dim=dim, keepdim=True).clamp_min(torch.finfo(exp.dtype).tiny)
+    weights = exp / denominator if exp.requires_grad else exp.div_(denominator)
     return weights.to(scores.dtype)
 
 

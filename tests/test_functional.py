@@ -281,3 +281,17 @@ def test_not_a_tensor():
 def test_bad_softmax_dim():
     with pytest.raises(ValueError, match=r"dim must be in \[-2, 1\].*dim=2"):
         al.masked_softmax(rand(3, 4), dim=2)
+
+
+def test_forward_without_grad_holds_two_score_sized_buffers():
+    """Scores plus weights, nothing more: measured exactly with the lesson-06 meter."""
+    from attention_lab.memory import measure_peak_memory
+
+    b, h, n, d = 1, 4, 256, 16
+    q, k, v = rand(b, h, n, d), rand(b, h, n, d), rand(b, h, n, d)
+    matrix = b * h * n * n * 4
+    with torch.no_grad():
+        peak = measure_peak_memory(al.scaled_dot_product_attention, q, k, v).peak_bytes
+    output = b * h * n * d * 4
+    row_stats = 4 * b * h * n * 4  # row maxima, sums and their temporaries: (b, h, i, 1) each
+    assert 2 * matrix + output <= peak <= 2 * matrix + output + row_stats
