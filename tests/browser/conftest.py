@@ -111,8 +111,17 @@ class LabPage:
 
 
 @pytest.fixture(scope="session")
-def lab_page(chromium, lab_server, session_deadline) -> LabPage:
+def lab_page(chromium, lab_server, session_deadline):
     """Chromium on the lab's front door (``/?token=...``), as a learner opens the link ``make lab`` prints."""
+    watchdog = ld.Watchdog(session_deadline.left() + 60, chromium.kill_now, lab_server.kill_now).start()
+    try:
+        yield _open_lab(chromium, lab_server, session_deadline)
+    finally:
+        watchdog.cancel()
+        assert not watchdog.fired, f"the browser session overran its {session_deadline.seconds:.0f} s budget"
+
+
+def _open_lab(chromium, lab_server, session_deadline) -> LabPage:
     context = chromium.context
     page = context.pages[0] if context.pages else context.new_page()
     page.set_default_timeout(30_000)

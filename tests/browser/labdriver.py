@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -148,6 +149,32 @@ class Deadline:
         return max(1.0, min(seconds, self.left()))
 
 
+class Watchdog:
+    """Kills the browser and the server when the session overruns its budget, so that even a call without a
+    timeout of its own (a hung page) cannot hang the test run: the call then fails and teardown goes on."""
+
+    def __init__(self, seconds: float, *kill_functions):
+        self.fired = False
+        self._kill_functions = kill_functions
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+
+    def _fire(self) -> None:
+        self.fired = True
+        for kill in self._kill_functions:
+            try:
+                kill()
+            except Exception:  # the other kill functions must still run
+                pass
+
+    def start(self) -> Watchdog:
+        self._timer.start()
+        return self
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
 @dataclass
 class LabServer:
     """``jupyter lab`` as ``make lab`` starts it, headless on 127.0.0.1 with a random port and a token."""
@@ -267,6 +294,11 @@ class LabServer:
                 except subprocess.TimeoutExpired:
                     continue
 
+    def kill_now(self) -> None:
+        self.remember_children()
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
     def stop(self) -> list[str]:
         """Shut the server and its kernels down; return what could not be cleaned up (empty when all is gone)."""
         if self.proc is None:
@@ -346,6 +378,13 @@ class ChromiumSession:
             if str(self.profile) in cmdline or "run-driver" in cmdline:
                 ours.append(child)
         return ours
+
+    def kill_now(self) -> None:
+        for proc in self._our_processes():
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
 
     def stop(self) -> list[str]:
         """Close the browser and playwright; return what could not be cleaned up."""
