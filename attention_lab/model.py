@@ -1,0 +1,184 @@
+"""A tiny Transformer built from the library's own :class:`~attention_lab.MultiHeadAttention`.
+
+Token and learned position embeddings, ``num_layers`` blocks of (multi-head self-attention, feed-forward), each
+wrapped in a residual connection with LayerNorm (层归一化) placed
+
+* ``norm="pre"``: before each sublayer, ``x + f(LN(x))`` (GPT-2 and most models since; a final LayerNorm follows),
+* ``norm="post"``: after the residual sum, ``LN(x + f(x))`` (the original Transformer, and the seed's advice "put
+  LayerNorm right after the attention layer"),
+* ``norm="none"``: no normalisation at all (for comparison).
+
+``causal=True`` lets position i attend only to positions j <= i (a decoder); the default lets every position see
+the whole sequence (an encoder), which is what the toy tasks in :mod:`attention_lab.tasks` need.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ._checks import check_positive_int, check_tensor, fail
+from .masks import causal_mask
+from .multihead import MultiHeadAttention
+
+__all__ = ["NORMS", "TinyTransformer", "TransformerBlock", "attention_rollout"]
+
+NORMS = ("pre", "post", "none")
+
+
+def _norm(kind: str, d_model: int) -> nn.Module:
+    return nn.Identity() if kind == "none" else nn.LayerNorm(d_model)
+
+
+class TransformerBlock(nn.Module):
+    """One layer: self-attention then a feed-forward network, each with a residual and LayerNorm per ``norm``.
+
+    Shape: x ``(b, i, e)``, mask broadcastable to ``(b, h, i, j)`` -> x ``(b, i, e)``, weights ``(b, h, i, j)``
+        or ``None``.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, norm: str) -> None:
+        super().__init__()
+        self.norm = norm
+        self.attn = MultiHeadAttention(d_model, num_heads)
+        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        self.norm1 = _norm(norm, d_model)
+        self.norm2 = _norm(norm, d_model)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if self.norm == "pre":
+            attended, weights = self.attn(self.norm1(x), mask=mask, need_weights=need_weights)
+            x = x + attended
+            return x + self.ff(self.norm2(x)), weights
+        attended, weights = self.attn(x, mask=mask, need_weights=need_weights)
+        x = self.norm1(x + attended)  # identity when norm == "none"
+        return self.norm2(x + self.ff(x)), weights
+
+
+class TinyTransformer(nn.Module):
+    """A small Transformer encoder (or decoder with ``causal=True``) that writes one prediction per position.
+
+    ``forward(tokens, return_attention=False, *, head_mask=None)`` returns the logits, and with
+    ``return_attention=True`` also every layer's per-head attention weights. ``head_mask`` (``(layers, h)``, bool,
+    True = keep) switches heads off: a switched-off head attends to nothing, so it contributes zero before the
+    output projection (ablation).
+
+    Attributes: ``token_embedding``, ``position_embedding``, ``layers`` (a ``ModuleList`` of
+    :class:`TransformerBlock`), ``final_norm`` (LayerNorm for ``norm="pre"``, identity otherwise), ``head``.
+
+    Shape: tokens ``(b, i)`` (integers, ``i <= max_len``) -> logits ``(b, i, vocab_size)``; attention
+        ``(layers, b, h, i, j)``.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, num_heads: int, num_layers: int, *, max_len: int,
+                 norm: str = "pre", causal: bool = False, d_ff: int | None = None) -> None:
+        super().__init__()
+        fn = "TinyTransformer"
+        check_positive_int(fn, "vocab_size", vocab_size)
+        check_positive_int(fn, "d_model", d_model)
+        check_positive_int(fn, "num_heads", num_heads)
+        check_positive_int(fn, "num_layers", num_layers)
+        check_positive_int(fn, "max_len", max_len)
+        if norm not in NORMS:
+            fail(fn, f"norm must be one of {', '.join(repr(n) for n in NORMS)}, got norm={norm!r}; 'pre' puts "
+                     f"LayerNorm before each sublayer, 'post' after the residual sum")
+        if not isinstance(causal, bool):
+            fail(fn, f"causal must be True or False, got {type(causal).__name__} {causal!r}", TypeError)
+        d_ff = 4 * d_model if d_ff is None else check_positive_int(fn, "d_ff", d_ff)
+        if d_model % num_heads != 0:
+            fail(fn, f"d_model must be divisible by num_heads, got d_model={d_model} and num_heads={num_heads}; "
+                     f"each head gets d_model // num_heads features")
+        self.vocab_size, self.d_model, self.num_heads, self.num_layers = vocab_size, d_model, num_heads, num_layers
+        self.max_len, self.norm, self.causal = max_len, norm, causal
+        self.token_embedding = nn.Embedding(vocab_size, d_model)
+        self.position_embedding = nn.Embedding(max_len, d_model)
+        self.layers = nn.ModuleList(TransformerBlock(d_model, num_heads, d_ff, norm) for _ in range(num_layers))
+        self.final_norm = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
+        self.head = nn.Linear(d_model, vocab_size)
+
+    def extra_repr(self) -> str:
+        return f"norm={self.norm!r}, causal={self.causal}"
+
+    def _check_tokens(self, tokens: object) -> torch.Tensor:
+        fn = "TinyTransformer.forward"
+        check_tensor(fn, "tokens", tokens)
+        if tokens.dtype != torch.long:
+            fail(fn, f"tokens must be integer ids (torch.long), got dtype {tokens.dtype}; convert with "
+                     f"tokens.long()", TypeError)
+        if tokens.dim() != 2:
+            fail(fn, f"tokens must have shape (b, i), got shape {tuple(tokens.shape)}; for one sequence use "
+                     f"tokens.unsqueeze(0)")
+        if not 1 <= tokens.shape[1] <= self.max_len:
+            fail(fn, f"tokens must have 1 to max_len={self.max_len} positions, got {tokens.shape[1]}; build the "
+                     f"model with a larger max_len or shorten the sequences")
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
+            fail(fn, f"token ids must lie in [0, vocab_size={self.vocab_size}), got ids from {int(tokens.min())} "
+                     f"to {int(tokens.max())}")
+        return tokens
+
+    def _mask(self, n: int, head_mask: torch.Tensor | None, layer: int, device: torch.device
+              ) -> torch.Tensor | None:
+        mask = causal_mask(n, device=device) if self.causal else None  # (i, j)
+        if head_mask is None:
+            return mask
+        keep = head_mask[layer].to(device)[None, :, None, None]  # (1, h, 1, 1)
+        return keep if mask is None else keep & mask  # (1, h, i, j)
+
+    def forward(self, tokens: torch.Tensor, return_attention: bool = False, *,
+                head_mask: torch.Tensor | None = None
+                ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Logits for every position (and, if asked, the attention weights of every layer and head).
+
+        Shape: tokens ``(b, i)``, head_mask ``(layers, h)`` bool -> logits ``(b, i, vocab_size)``, attention
+            ``(layers, b, h, i, j)``.
+        """
+        tokens = self._check_tokens(tokens)
+        if head_mask is not None:
+            check_tensor("TinyTransformer.forward", "head_mask", head_mask)
+            if head_mask.dtype != torch.bool or tuple(head_mask.shape) != (self.num_layers, self.num_heads):
+                fail("TinyTransformer.forward", f"head_mask must be a bool tensor of shape (layers, h) = "
+                     f"({self.num_layers}, {self.num_heads}) with True = keep the head, got dtype "
+                     f"{head_mask.dtype} and shape {tuple(head_mask.shape)}")
+        n = tokens.shape[1]
+        positions = torch.arange(n, device=tokens.device)
+        x = self.token_embedding(tokens) + self.position_embedding(positions)  # (b, i, e)
+        attention = []
+        for index, layer in enumerate(self.layers):
+            x, weights = layer(x, self._mask(n, head_mask, index, tokens.device), need_weights=return_attention)
+            attention.append(weights)
+        logits = self.head(self.final_norm(x))  # (b, i, vocab)
+        if return_attention:
+            return logits, torch.stack(attention)  # (layers, b, h, i, j)
+        return logits
+
+
+def attention_rollout(attention: torch.Tensor, *, residual: float = 0.5) -> torch.Tensor:
+    """How much each output position draws on each input token, following attention through every layer.
+
+    Attention rollout (Abnar and Zuidema, 2020): average each layer's heads, mix in the residual connection as
+    ``A' = residual * I + (1 - residual) * A`` (rows renormalised), and multiply the layers in order,
+    ``R = A'_L ... A'_2 A'_1``. Row i of R sums to 1: a share of "where position i's information came from".
+    It ignores the values' sizes, the feed-forward layers and the LayerNorms, and it weights every head
+    equally, so it is a picture of the routing, not a proof of what the model uses (head ablation tests that).
+
+    Shape: attention ``(layers, b, h, i, j)`` with ``i == j`` (self-attention) -> rollout ``(b, i, j)``.
+    """
+    fn = "attention_rollout"
+    check_tensor(fn, "attention", attention, floating=True)
+    if attention.dim() != 5 or attention.shape[-1] != attention.shape[-2]:
+        fail(fn, f"attention must have shape (layers, b, h, i, j) with i == j (self-attention), got shape "
+                 f"{tuple(attention.shape)}; take it from model(tokens, return_attention=True)")
+    if isinstance(residual, bool) or not isinstance(residual, (int, float)) or not 0 <= residual <= 1 \
+            or not math.isfinite(residual):
+        fail(fn, f"residual must be a number in [0, 1] (the share of the residual path), got {residual!r}")
+    n = attention.shape[-1]
+    eye = torch.eye(n, dtype=attention.dtype, device=attention.device)
+    mixed = residual * eye + (1 - residual) * attention.mean(dim=2)  # (layers, b, i, j)
+    mixed = mixed / mixed.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(mixed.dtype).tiny)
+    rollout = mixed[0]  # (b, i, j)
+    for layer in mixed[1:]:
+        rollout = layer @ rollout  # (b, i, j)
+    return rollout
