@@ -108,6 +108,7 @@ class LabPage:
     lab: ld.LabServer
     landed_url: str
     outside_requests: list[str]
+    file_writes: list[str]  # PUT / PATCH / DELETE on /api/contents: JupyterLab saving, renaming or deleting a file
 
 
 @pytest.fixture(scope="session")
@@ -127,14 +128,18 @@ def _open_lab(chromium, lab_server, session_deadline) -> LabPage:
     page.set_default_timeout(30_000)
     outside: list[str] = []
 
-    def note_outside(request):
+    writes: list[str] = []
+
+    def note_request(request):
         if not request.url.startswith((lab_server.base_url, "data:", "blob:", "about:")):
             outside.append(request.url)
+        elif request.method in ("PUT", "PATCH", "DELETE") and "/api/contents/" in request.url:
+            writes.append(f"{request.method} {request.url.split('?')[0]}")
 
-    page.on("request", note_outside)
+    page.on("request", note_request)
     page.on("dialog", lambda dialog: dialog.accept())  # a "leave page?" prompt must never block teardown
     timeout = session_deadline.cap(120)
     page.goto(f"{lab_server.base_url}/?token={lab_server.token}", timeout=timeout * 1000)
     page.locator(".jp-FileBrowser .jp-DirListing-item").first.wait_for(timeout=timeout * 1000)
     REPORT.ready_s = time.monotonic() - REPORT.started
-    return LabPage(page=page, lab=lab_server, landed_url=page.url, outside_requests=outside)
+    return LabPage(page=page, lab=lab_server, landed_url=page.url, outside_requests=outside, file_writes=writes)

@@ -8,7 +8,6 @@ runtime folders. Both processes are torn down by ``stop()`` whatever state they 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import secrets
@@ -114,10 +113,6 @@ def port_in_use(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
         return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-def file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @dataclass
