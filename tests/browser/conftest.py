@@ -34,8 +34,9 @@ def pytest_terminal_summary(terminalreporter):
     write(f"screenshots: {REPORT.screenshots}  (open the PNG files in any image viewer)")
     if REPORT.ready_s is not None:
         write(f"JupyterLab and Chromium up, file browser shown: {REPORT.ready_s:.1f} s")
-    for name, seconds in REPORT.lessons.items():
-        write(f"  {name}: {seconds:.1f} s (open, run all, scroll, screenshot, close)")
+    for name, phases in REPORT.lessons.items():
+        detail = ", ".join(f"{phase} {seconds:.1f}" for phase, seconds in phases.items())
+        write(f"  {name}: {sum(phases.values()):.1f} s ({detail})")
     write(f"browser session wall time: {end - REPORT.started:.1f} s for {len(REPORT.lessons)} lesson(s)")
 
 

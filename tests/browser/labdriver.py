@@ -122,7 +122,7 @@ class BrowserReport:
     screenshots: Path | None = None
     started: float | None = None
     ready_s: float | None = None
-    lessons: dict[str, float] = field(default_factory=dict)
+    lessons: dict[str, dict[str, float]] = field(default_factory=dict)  # lesson -> phase -> seconds
     finished: float | None = None
 
 

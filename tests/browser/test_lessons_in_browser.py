@@ -66,11 +66,20 @@ def test_lesson_runs_in_browser(lesson, lab_page, screenshot_dir, session_deadli
     cap = session_deadline.cap
     expected = lp.expected_from_notebook(lesson)
     shot = screenshot_dir / f"{lesson.stem}.png"
-    start = time.monotonic()
+    phases: dict[str, float] = {}
+    mark = time.monotonic()
+
+    def phase(name: str) -> None:
+        nonlocal mark
+        phases[name] = time.monotonic() - mark
+        mark = time.monotonic()
+
     closed = False
     try:
         lp.open_from_file_browser(page, lesson.name, len(expected.cells), timeout=cap(120))
+        phase("open")
         lp.run_all_from_menu(page, timeout=cap(LESSON_TIMEOUT_S))
+        phase("run all")
         lab.remember_children()  # the kernel, so teardown can be sure it is gone
         seen = lp.scroll_through(page, timeout=cap(90))
 
@@ -79,14 +88,17 @@ def test_lesson_runs_in_browser(lesson, lab_page, screenshot_dir, session_deadli
         lp.scroll_to_output(page, shown_first)
         page.wait_for_timeout(300)
         page.screenshot(path=str(shot))
+        phase("scroll+shot")
 
         lp.close_and_shut_down(page, timeout=cap(30))
         closed = True
         lp.wait_until("the lesson's kernel to shut down", lambda: lab.api("GET", "/api/kernels") == [], cap(30))
+        phase("close")
     finally:
         if not closed:
             _recover(page, lab)
-        ld.REPORT.lessons[lesson.stem] = time.monotonic() - start
+            phase("recover")
+        ld.REPORT.lessons[lesson.stem] = phases
         ld.REPORT.finished = time.monotonic()
 
     # the committed lesson must stay as it is: autosave is off and the re-run notebook is closed unsaved
