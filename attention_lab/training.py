@@ -132,7 +132,8 @@ class History:
     """What :func:`train` measured, one entry per step (``step[k] == k``).
 
     ``accuracy`` is the token accuracy on that step's batch, drawn fresh, so it is a held-out measurement;
-    ``grad_norm`` is the total gradient norm before clipping and ``layer_grad_norm[name]`` the same per top-level
+    ``grad_norm`` is the total gradient norm before clipping, ``clipped_grad_norm`` the norm of the gradient the
+    optimizer received (the same without clipping), and ``layer_grad_norm[name]`` the unclipped norm per top-level
     part of the model (``"layers.0"``, ``"head"``, ...); ``seconds[k]`` the wall time since training started, after
     step k. ``diverged`` is True when the loss became NaN or infinite (training stops there).
 
@@ -145,6 +146,7 @@ class History:
     accuracy: list[float] = field(default_factory=list)
     lr: list[float] = field(default_factory=list)
     grad_norm: list[float] = field(default_factory=list)
+    clipped_grad_norm: list[float] = field(default_factory=list)
     weight_norm: list[float] = field(default_factory=list)
     layer_grad_norm: dict[str, list[float]] = field(default_factory=dict)
     seconds: list[float] = field(default_factory=list)
@@ -255,7 +257,10 @@ def train(
         history.step.append(step)
         history.loss.append(loss_value)
         history.accuracy.append(accuracy_value)
-        history.grad_norm.append(float(grad_sq.sum().sqrt()))
+        grad_norm = float(grad_sq.sum().sqrt())
+        history.grad_norm.append(grad_norm)
+        history.clipped_grad_norm.append(grad_norm if clip_grad_norm is None else
+                                         grad_norm * min(1.0, clip_grad_norm / (grad_norm + 1e-6)))
         history.weight_norm.append(weight_value)
         for name, value in zip(layer_names, per_layer.sqrt().tolist()):
             history.layer_grad_norm[name].append(value)

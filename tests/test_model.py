@@ -189,3 +189,48 @@ def test_rollout_bad_inputs():
         attention_rollout(torch.rand(1, 1, 1, 3, 3), residual=1.5)
     with pytest.raises(TypeError, match=r"attention must have a floating dtype"):
         attention_rollout(torch.ones(1, 1, 1, 3, 3, dtype=torch.long))
+
+
+# ---- the lesson-09 figures ---------------------------------------------------------------------------------------
+
+def test_plot_rollout_panels():
+    from attention_lab import plotting
+
+    m = model(layers=2)
+    _, attention = m(tokens(b=1, n=5), return_attention=True)
+    fig = plotting.plot_rollout(attention, list("abcde"), title="demo")
+    panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    assert [ax.get_title() for ax in panels] == ["layer 1 (mean of heads)", "layer 2 (mean of heads)",
+                                                 "rollout (residual 0.5)"]
+    assert [t.get_text() for t in panels[0].get_xticklabels()] == list("abcde")
+    assert len(fig.axes) == 4  # three panels and one shared colorbar
+    rollout = attention_rollout(attention)[0]
+    assert torch.allclose(torch.tensor(panels[2].images[0].get_array()), rollout, atol=1e-6)
+    with pytest.raises(ValueError, match=r"plot_rollout\(\): expected attention of shape \(layers, h, i, j\)"):
+        plotting.plot_rollout(attention[0, 0, 0])
+
+
+def test_attention_explorer_builds_and_redraws(capsys):
+    pytest.importorskip("ipywidgets")
+    from attention_lab import plotting
+    from attention_lab.tasks import Reversal
+
+    task = Reversal(seq_len=5, n_symbols=7)
+    m = model(max_len=5)
+    view = plotting.attention_explorer(m, task, torch.tensor([1, 2, 3, 4, 5]), layer=1, head=0)
+    (layer_slider, head_slider), text, out = view.children[0].children, view.children[1], view.children[2]
+    assert (layer_slider.value, layer_slider.max, head_slider.value, head_slider.max) == (2, 2, 1, 2)
+    assert text.value == "1 2 3 4 5"
+    first = capsys.readouterr().out  # outside a kernel the Output widget lets prints through
+    assert "input  1 2 3 4 5\noutput " in first and "Figure" in first
+    text.value = "1 2 x"  # a bad input is reported in the view, not raised
+    assert "expected 5 whole numbers separated by spaces, got '1 2 x'" in capsys.readouterr().out
+    text.value = "1 2 3"
+    assert "expected 5 numbers from 0 to 6, got 3 numbers" in capsys.readouterr().out
+    text.value = "6 5 4 3 2"
+    head_slider.value = 2
+    assert "input  6 5 4 3 2" in capsys.readouterr().out and out is view.children[2]
+    with pytest.raises(ValueError, match=r"attention_explorer\(\): layer must be in \[0, 2\)"):
+        plotting.attention_explorer(m, task, torch.tensor([1, 2, 3, 4, 5]), layer=2)
+    with pytest.raises(ValueError, match=r"expected tokens of shape \(i,\)"):
+        plotting.attention_explorer(m, task, torch.tensor([[1, 2, 3, 4, 5]]))

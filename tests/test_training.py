@@ -107,7 +107,7 @@ def test_history_records_every_step_and_follows_the_schedule():
     model = tiny(task)
     h = train(model, task, steps=12, lr=0.01, warmup_steps=4, schedule="linear", batch_size=8, progress=False)
     assert h.step == list(range(12))
-    for values in (h.loss, h.accuracy, h.lr, h.grad_norm, h.weight_norm, h.seconds):
+    for values in (h.loss, h.accuracy, h.lr, h.grad_norm, h.clipped_grad_norm, h.weight_norm, h.seconds):
         assert len(values) == 12 and all(math.isfinite(v) for v in values)
     schedule = warmup_schedule(4, 12, "linear")
     assert h.lr == pytest.approx([0.01 * schedule(k) for k in range(12)])
@@ -141,6 +141,8 @@ def test_clipping_changes_the_run_but_history_keeps_the_unclipped_norm():
     clipped = train(tiny(task), task, steps=8, lr=0.01, clip_grad_norm=1e-3, batch_size=8, progress=False)
     assert clipped.grad_norm[0] == pytest.approx(free.grad_norm[0])  # same start, recorded before clipping
     assert clipped.grad_norm[0] > 1e-3
+    assert max(clipped.clipped_grad_norm) == pytest.approx(1e-3, rel=1e-3)
+    assert free.clipped_grad_norm == free.grad_norm
     assert clipped.loss[-1] != free.loss[-1]
 
 
@@ -224,3 +226,52 @@ def test_bad_inputs_get_clear_errors():
         train(model, "reversal", steps=10, lr=0.01)
     with pytest.raises(TypeError, match=r"steps must be an int, got float"):
         train(model, task, steps=10.0, lr=0.01)
+
+
+# ---- the lesson-08 figures ---------------------------------------------------------------------------------------
+
+def _fake(offset=0.0, steps=5):
+    return History(step=list(range(steps)), loss=[1.0 + offset - 0.1 * k for k in range(steps)],
+                   accuracy=[0.2 * k for k in range(steps)], lr=[0.1] * steps, grad_norm=[1.0] * steps,
+                   clipped_grad_norm=[0.5] * steps, weight_norm=[3.0] * steps, seconds=[0.1] * steps,
+                   layer_grad_norm={"token_embedding": [0.1] * steps, "layers.0": [0.5] * steps,
+                                    "head": [2.0] * steps})
+
+
+def test_training_curves_figure():
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    from attention_lab import plotting
+
+    before = plt.get_fignums()
+    fig = plotting.plot_training_curves({"pre-LN": _fake(), "post-LN": [_fake(0.1), _fake(0.2)]},
+                                        ("loss", "accuracy", "grad_norm"), title="demo")
+    assert isinstance(fig, Figure) and plt.get_fignums() == before
+    loss_ax, acc_ax, grad_ax = fig.axes
+    assert loss_ax.get_xlabel() == "training step" and loss_ax.get_ylabel() == "loss (cross-entropy)"
+    assert loss_ax.get_yscale() == "log" and acc_ax.get_yscale() == "linear"
+    assert len(loss_ax.lines) == 3  # one run + two seeds of the other
+    assert [t.get_text() for t in loss_ax.get_legend().get_texts()] == ["pre-LN", "post-LN"]
+    assert loss_ax.lines[1].get_color() == loss_ax.lines[2].get_color() != loss_ax.lines[0].get_color()
+    single = plotting.plot_metric(_fake(), "weight_norm")
+    assert single.axes[0].get_legend() is None and single.axes[0].get_ylabel() == "weight norm (matrices)"
+    with pytest.raises(ValueError, match=r"plot_metric\(\): metric must be one of .*got 'speed'"):
+        plotting.plot_metric(_fake(), "speed")
+    with pytest.raises(TypeError, match=r"plot_metric\(\): expected a History"):
+        plotting.plot_metric([1, 2], "loss")
+    with pytest.raises(ValueError, match=r"expected one Axes per metric \(2\), got 1"):
+        plotting.plot_training_curves(_fake(), ax=[loss_ax])
+
+
+def test_layer_grad_norm_bars():
+    from attention_lab import plotting
+
+    fig = plotting.plot_layer_grad_norms({"a": _fake(), "b": [_fake(), _fake()]}, first=3)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["token embedding", "layers.0", "head"]
+    heights = [p.get_height() for p in ax.patches]
+    assert heights == pytest.approx([0.1, 0.5, 2.0, 0.1, 0.5, 2.0])
+    assert ax.get_ylabel() == "mean gradient norm, steps 1-3"
+    with pytest.raises(ValueError, match=r"first must be an int >= 1"):
+        plotting.plot_layer_grad_norms(_fake(), first=0)
