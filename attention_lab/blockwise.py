@@ -1,0 +1,166 @@
+"""Exact attention one key block at a time: the online softmax behind FlashAttention, forward and backward.
+
+Dense attention writes the whole score matrix alpha_{i,j} (i x j numbers per head) before the softmax. Here the keys
+are visited in blocks of ``block_size``. For every query row we keep three running quantities,
+
+* ``m``: the largest score seen so far (so ``exp`` never overflows),
+* ``l``: the sum of ``exp(alpha_{i,j} - m)`` over the keys seen so far,
+* ``acc``: the sum of ``exp(alpha_{i,j} - m) v^j`` over the keys seen so far,
+
+and when a new block raises the maximum from ``m`` to ``m'`` the old sums are rescaled by ``exp(m - m')``. After the
+last block, ``b^i = acc / l`` is exactly softmax-weighted attention. Only one ``(i, block_size)`` tile of scores
+exists at a time, so memory grows linearly in the sequence length.
+
+The backward pass (a custom ``torch.autograd.Function``) keeps only q, k, v, the output and one number per query
+(the log-sum-exp ``m + log l``) and recomputes each block's weights from them, as FlashAttention does.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from ._checks import check_positive_int, check_qkv, fail
+
+__all__ = ["blockwise_attention"]
+
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+_TILE_ELEMENTS = 1 << 20  # scores per tile: 4 MiB in fp32, small enough to stay in cache
+
+
+def _future_keys(rows: int, cols: int, offset: int, device: torch.device) -> torch.Tensor:
+    """True where key index > query index in a tile whose first query sits ``offset`` positions after its first key."""
+    query = torch.arange(offset, offset + rows, device=device)
+    return torch.arange(cols, device=device) > query[:, None]  # (i, j)
+
+
+def _tile(buffer: torch.Tensor, *shape: int) -> torch.Tensor:
+    """A contiguous view of the front of a preallocated buffer.
+
+    Every block reuses the same memory: a fresh multi-megabyte tensor per block would cost page faults on CPU, and
+    those can take as long as the arithmetic.
+    """
+    return buffer[: math.prod(shape)].view(shape)
+
+
+def _block_scores(buffer: torch.Tensor, q_scaled: torch.Tensor, k_block: torch.Tensor,
+                  causal_offset: int | None) -> torch.Tensor:
+    """Scores of queries against one key block, future keys at -inf when ``causal_offset`` is given.
+
+    ``causal_offset`` is the first query's position minus the first key's position.
+    """
+    rows, cols = q_scaled.shape[1], k_block.shape[1]
+    scores = _tile(buffer, q_scaled.shape[0], rows, cols)  # (B, i', jb)
+    torch.bmm(q_scaled, k_block.transpose(1, 2), out=scores)
+    if causal_offset is not None and causal_offset < cols - 1:  # else every key is at or before every query
+        scores.masked_fill_(_future_keys(rows, cols, causal_offset, scores.device), float("-inf"))
+    return scores
+
+
+def _query_chunk(batch: int, n_q: int, block_size: int) -> int:
+    """How many queries meet one key block at once: enough for large matmuls, few enough to stay in cache."""
+    return min(n_q, max(block_size, _TILE_ELEMENTS // (batch * block_size)))
+
+
+class _BlockwiseAttention(torch.autograd.Function):
+    """Shapes inside: q ``(B, i, d)``, k ``(B, j, d)``, v ``(B, j, dv)`` with B the flattened leading dimensions."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, block_size: int, causal: bool):  # type: ignore[override]
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        batch, n_q, n_k = q.shape[0], q.shape[1], k.shape[1]
+        q_scaled = q * scale  # (B, i, d)
+        out = q.new_empty((batch, n_q, v.shape[-1]))  # (B, i, dv)
+        logsumexp = q.new_empty((batch, n_q, 1))  # (B, i, 1)
+        # Queries go in chunks too, so that one tile of scores stays in the CPU's cache.
+        chunk = _query_chunk(batch, n_q, block_size)
+        buffer = q.new_empty(batch * chunk * min(block_size, n_k))
+        for q_start in range(0, n_q, chunk):
+            q_stop = min(q_start + chunk, n_q)
+            q_chunk = q_scaled[:, q_start:q_stop]  # (B, i', d)
+            row_max = q.new_full((batch, q_stop - q_start, 1), float("-inf"))  # m, (B, i', 1)
+            row_sum = q.new_zeros((batch, q_stop - q_start, 1))  # l, (B, i', 1)
+            acc = out[:, q_start:q_stop].zero_()  # (B, i', dv)
+            # With a causal mask, keys after the chunk's last query are never visible: stop before them.
+            k_stop_all = min(n_k, q_stop) if causal else n_k
+            for start in range(0, k_stop_all, block_size):
+                stop = min(start + block_size, n_k)
+                scores = _block_scores(buffer, q_chunk, k[:, start:stop], q_start - start if causal else None)
+                new_max = torch.maximum(row_max, scores.amax(dim=-1, keepdim=True))  # (B, i', 1)
+                weights = scores.sub_(new_max).exp_()  # unnormalised exp(alpha - m'), (B, i', jb)
+                rescale = torch.exp(row_max - new_max)  # (B, i', 1); exp(-inf) = 0 on the first block
+                row_sum.mul_(rescale).add_(weights.sum(dim=-1, keepdim=True))
+                acc.mul_(rescale).baddbmm_(weights, v[:, start:stop])
+                row_max = new_max
+            acc.div_(row_sum)
+            logsumexp[:, q_start:q_stop] = row_max.add_(row_sum.log_())
+        ctx.save_for_backward(q, k, v, out, logsumexp)
+        ctx.block_size, ctx.causal = block_size, causal
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):  # type: ignore[override]
+        q, k, v, out, logsumexp = ctx.saved_tensors
+        block_size, causal = ctx.block_size, ctx.causal
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        batch, n_q, n_k = q.shape[0], q.shape[1], k.shape[1]
+        grad_out = grad_out.contiguous()
+        q_scaled = q * scale  # (B, i, d)
+        # dL/d alpha_{i,j} = alpha'_{i,j} (dL/d alpha'_{i,j} - sum_j' alpha'_{i,j'} dL/d alpha'_{i,j'}),
+        # and that sum over j' equals dL/d b^i . b^i: one number per query, computed once.
+        row_dot = (grad_out * out).sum(dim=-1, keepdim=True)  # (B, i, 1)
+        grad_q = torch.zeros_like(q)  # (B, i, d)
+        grad_k = torch.zeros_like(k)  # (B, j, d)
+        grad_v = torch.zeros_like(v)  # (B, j, dv)
+        chunk = _query_chunk(batch, n_q, block_size)
+        tile_size = batch * chunk * min(block_size, n_k)
+        weights_buffer, grad_buffer = q.new_empty(tile_size), q.new_empty(tile_size)
+        for start in range(0, n_k, block_size):
+            stop = min(start + block_size, n_k)
+            k_block, v_block = k[:, start:stop], v[:, start:stop]
+            # Queries before the block's first key cannot see it (causal): their rows contribute nothing.
+            for q_start in range(start if causal else 0, n_q, chunk):
+                q_stop = min(q_start + chunk, n_q)
+                weights = _block_scores(weights_buffer, q_scaled[:, q_start:q_stop], k_block,
+                                        q_start - start if causal else None)  # (B, i', jb)
+                weights.sub_(logsumexp[:, q_start:q_stop]).exp_()  # alpha', recomputed from one number per row
+                g_out = grad_out[:, q_start:q_stop]  # (B, i', dv)
+                grad_v[:, start:stop].baddbmm_(weights.transpose(1, 2), g_out)  # (B, jb, dv)
+                grad_scores = _tile(grad_buffer, *weights.shape)  # (B, i', jb)
+                torch.bmm(g_out, v_block.transpose(1, 2), out=grad_scores)
+                grad_scores.sub_(row_dot[:, q_start:q_stop]).mul_(weights)
+                grad_q[:, q_start:q_stop].baddbmm_(grad_scores, k_block)  # (B, i', d)
+                grad_k[:, start:stop].baddbmm_(grad_scores.transpose(1, 2), q_scaled[:, q_start:q_stop])
+        return grad_q.mul_(scale), grad_k, grad_v, None, None
+
+
+def blockwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, block_size: int = 128,
+                        causal: bool = False) -> torch.Tensor:
+    """Exact softmax attention computed one key block at a time (online softmax); never builds an i x j matrix.
+
+    Equal to ``F.scaled_dot_product_attention(q, k, v, is_causal=causal)`` (fp32: within atol 1e-5). Any lengths work:
+    the last block may be shorter. ``causal=True`` lets query i see keys j <= i (aligned at the top left, like
+    SDPA's ``is_causal``), and skips every key block that lies wholly in the future of all its queries. The backward
+    pass recomputes each block from q, k, v and one log-sum-exp per query, so forward + backward memory grows
+    linearly with the sequence length. fp16/bf16 inputs are computed in fp32 and the result cast back.
+
+    Shape: q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)`` (leading dimensions broadcast)
+        -> output ``(..., i, dv)``.
+    """
+    fn = "blockwise_attention"
+    check_qkv(fn, q, k, v)
+    check_positive_int(fn, "block_size", block_size)
+    if not isinstance(causal, bool):
+        fail(fn, f"causal must be True or False, got {type(causal).__name__} {causal!r}", TypeError)
+    if q.shape[-2] == 0 or k.shape[-2] == 0:
+        fail(fn, f"expected at least one query and one key, got q {tuple(q.shape)} and k {tuple(k.shape)}")
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    dtype = q.dtype
+    work = torch.float32 if dtype in _LOW_PRECISION else dtype
+    # expand + reshape: autograd sums the gradient back over broadcast dimensions
+    q3, k3, v3 = (x.to(work).expand(*lead, *x.shape[-2:]).reshape(-1, *x.shape[-2:]) for x in (q, k, v))
+    out = _BlockwiseAttention.apply(q3, k3, v3, block_size, causal)  # (B, i, dv)
+    return out.view(*lead, *out.shape[-2:]).to(dtype)  # (..., i, dv)
