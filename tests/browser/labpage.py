@@ -131,14 +131,14 @@ RUN_STATE_JS = """
 """
 
 
-def wait_until(what: str, probe, timeout: float, interval: float = 0.25, stable: int = 1):
-    """Poll ``probe()`` until it returns a truthy value ``stable`` times in a row; raise TimeoutError naming
-    ``what`` (with the last value seen) after ``timeout`` seconds."""
+def wait_until(what: str, probe, done, timeout: float, interval: float = 0.25, stable: int = 1):
+    """Poll ``probe()`` until ``done(value)`` holds ``stable`` times in a row and return that value; after
+    ``timeout`` seconds raise TimeoutError naming ``what`` and the last value seen."""
     end = time.monotonic() + timeout
-    last, streak = None, 0
+    streak = 0
     while True:
         last = probe()
-        streak = streak + 1 if last else 0
+        streak = streak + 1 if done(last) else 0
         if streak >= stable:
             return last
         if time.monotonic() > end:
@@ -178,32 +178,36 @@ def open_from_file_browser(page, name: str, n_cells: int, timeout: float) -> Non
     item.dblclick(timeout=timeout * 1000)
     tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel")
 
-    def ready():
-        state = run_state(page)
-        return (
-            state
-            and tab.first.text_content(timeout=1000) == name
-            and state["kernel"] not in (None, "", "No Kernel")
-            and state["status"] == "idle"
-            and state["cells"] == n_cells
-        ) and state
+    def state():
+        return {"tab": tab.first.text_content(timeout=1000), **(run_state(page) or {})}
 
-    wait_until(f"{name} to open with an idle kernel and {n_cells} cells", ready, timeout, stable=2)
+    def ready(s):
+        return (
+            s["tab"] == name
+            and s.get("kernel") not in (None, "", "No Kernel")
+            and s.get("status") == "idle"
+            and s.get("cells") == n_cells
+        )
+
+    wait_until(f"{name} to open with an idle kernel and {n_cells} cells", state, ready, timeout, stable=2)
 
 
 def run_all_from_menu(page, timeout: float) -> dict:
     """Edit > Clear Outputs of All Cells (so only fresh outputs count), then Run > Run All Cells; wait until
     nothing is queued and the kernel is idle."""
     use_menu(page, "Edit", "Clear Outputs of All Cells", timeout=30)
-    wait_until("outputs to clear", lambda: (s := run_state(page)) and s["outputs"] == 0 and s["numbered"] == 0, 30)
+    wait_until(
+        "outputs to clear", lambda: run_state(page), lambda s: bool(s) and s["outputs"] == s["numbered"] == 0, 30
+    )
     use_menu(page, "Run", "Run All Cells", timeout=30)
 
-    def finished():
-        state = run_state(page)
-        return state and state["numbered"] > 0 and state["queued"] == 0 and state["status"] == "idle" and state
+    def finished(s):
+        return bool(s) and s["numbered"] > 0 and s["queued"] == 0 and s["status"] == "idle"
 
     # idle between two cells must not pass for the end of the run: ask for 1 s of quiet
-    return wait_until("Run All Cells to finish (no [*] prompt, kernel idle)", finished, timeout, stable=4)
+    return wait_until(
+        "Run All Cells to finish (no [*] prompt, kernel idle)", lambda: run_state(page), finished, timeout, stable=4
+    )
 
 
 def scroll_through(page, timeout: float, pause: float = 0.15) -> dict[int, CellSeen]:

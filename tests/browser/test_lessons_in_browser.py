@@ -48,6 +48,10 @@ def test_lab_opens_on_the_lessons(lab_page, screenshot_dir):
     assert lab_page.lab.api("GET", "/lab/api/update") == {"notification": None}
 
 
+def _is_empty(kernels) -> bool:
+    return kernels == []
+
+
 def _recover(page, lab) -> None:
     """After a failure: shut kernels down and reload, so the next lesson starts from a clean lab."""
     for session in lab.api("GET", "/api/sessions") or []:
@@ -92,7 +96,7 @@ def test_lesson_runs_in_browser(lesson, lab_page, screenshot_dir, session_deadli
 
         lp.close_and_shut_down(page, timeout=cap(30))
         closed = True
-        lp.wait_until("the lesson's kernel to shut down", lambda: lab.api("GET", "/api/kernels") == [], cap(30))
+        lp.wait_until("the lesson's kernel to shut down", lambda: lab.api("GET", "/api/kernels"), _is_empty, cap(30))
         phase("close")
     finally:
         if not closed:
