@@ -619,6 +619,7 @@ def plot_layer_grad_norms(
     if isinstance(first, bool) or not isinstance(first, int) or first < 1:
         raise ValueError(f"{fn}(): first must be an int >= 1, got {first!r}")
     parts = list(dict.fromkeys(p for group in runs.values() for h in group for p in h.layer_grad_norm))
+    parts.sort(key=lambda p: p == "head")  # the output layer last, also when only some runs have a final norm
     fig, ax = _new_axes(ax, (max(5.0, 1.0 + 0.9 * len(parts)), 3.4))
     width = 0.8 / len(runs)
     for index, (label, group) in enumerate(runs.items()):

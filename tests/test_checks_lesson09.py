@@ -66,8 +66,12 @@ def ablations(model, task, keep_only=False):
     out = torch.zeros(model.num_layers, model.num_heads)
     for layer in range(model.num_layers):
         for head in range(model.num_heads):
-            mask = torch.full((model.num_layers, model.num_heads), keep_only)
-            mask[layer, head] = not keep_only
+            if keep_only:  # the mistake: a mask that keeps only this head
+                mask = torch.zeros(model.num_layers, model.num_heads, dtype=torch.bool)
+                mask[layer, head] = True
+            else:  # the answer: every head but this one
+                mask = torch.ones(model.num_layers, model.num_heads, dtype=torch.bool)
+                mask[layer, head] = False
             out[layer, head] = evaluate(model, task, head_mask=mask)["token_accuracy"]
     return out
 

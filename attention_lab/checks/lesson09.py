@@ -39,8 +39,8 @@ def _ablation(model: torch.nn.Module, task: object, n_sequences: int, seed: int,
     result = torch.zeros(model.num_layers, model.num_heads, dtype=torch.float64)
     for layer in range(model.num_layers):
         for head in range(model.num_heads):
-            mask = torch.full((model.num_layers, model.num_heads), keep_only, dtype=torch.bool)
-            mask[layer, head] = not keep_only
+            mask = torch.full((model.num_layers, model.num_heads), not keep_only, dtype=torch.bool)
+            mask[layer, head] = keep_only  # keep_only: the one head alone; otherwise every head but that one
             result[layer, head] = evaluate(model, task, n_sequences=n_sequences, seed=seed,
                                            head_mask=mask)["token_accuracy"]
     return result
