@@ -13,15 +13,16 @@ def scores_for_query(answer: object, q: torch.Tensor, k: torch.Tensor, i: int) -
     check_tensor_answer(
         answer,
         expected,
-        what=f"alpha_{i},j",
+        what=f"the scores of query index {i}",
         mistakes=[
             (q @ q[i], "you compared the query with other queries; alpha_{i,j} pairs query q^i with key k^j"),
-            (q @ k[i], f"that is column {i} (q^j . k^{i}): keep the query fixed at q^{i} and vary the key"),
+            (q @ k[i], f"that is column {i} (every query against key {i}): keep the query q[{i}] fixed and vary "
+                       "the key"),
             (expected / q.shape[-1] ** 0.5, "lesson 01 uses the plain dot product; the 1/sqrt(d) scale comes in "
                                             "lesson 02"),
         ],
         shape_hint="one score per key: a vector with as many entries as there are tokens",
-        success=f"alpha_{i},j = q^{i} . k^j for every key j",
+        success=f"one score q^{i + 1} . k^j per key j (query index {i} is Lee's token {i + 1})",
     )
 
 
@@ -31,7 +32,7 @@ def softmax_weights(answer: object, q: torch.Tensor, k: torch.Tensor, i: int) ->
     check_tensor_answer(
         answer,
         torch.softmax(scores, dim=-1),
-        what=f"alpha'_{i},j",
+        what=f"the weights of query index {i}",
         mistakes=[
             (scores, "these are the raw scores alpha; pass them through softmax so they become positive and "
                      "sum to 1"),
@@ -39,7 +40,7 @@ def softmax_weights(answer: object, q: torch.Tensor, k: torch.Tensor, i: int) ->
             (scores / scores.sum(), "dividing by the sum of scores is not softmax (scores can be negative): "
                                     "exponentiate first"),
         ],
-        success=f"the weights alpha'_{i},j are positive and sum to 1",
+        success=f"the weights alpha'_{i + 1},j are positive and sum to 1",
     )
 
 
@@ -50,14 +51,14 @@ def output_for_query(answer: object, q: torch.Tensor, k: torch.Tensor, v: torch.
     check_tensor_answer(
         answer,
         weights @ v,
-        what=f"b^{i}",
+        what=f"the output of query index {i}",
         mistakes=[
             (weights @ k, "you mixed the keys; the output is a weighted sum of the value vectors v^j"),
             (scores @ v, "use the normalised weights alpha' (after softmax), not the raw scores"),
             (v.mean(dim=0), "a plain average gives every token the same weight; weigh v^j by alpha'_{i,j}"),
         ],
         shape_hint="b^i is one vector with the size of a value vector v^j",
-        success=f"b^{i} is the attention-weighted sum of the values",
+        success=f"b^{i + 1} is the attention-weighted sum of the values",
     )
 
 

@@ -25,7 +25,7 @@ def scaled_scores(answer: object, q: torch.Tensor, k: torch.Tensor) -> None:
                                                         "the transpose"),
         ],
         shape_hint="one score per (query, key) pair: (number of queries, number of keys)",
-        success="A = Q K^T / sqrt(d): one scaled score per (query, key) pair",
+        success="S = Q K^T / sqrt(d): one scaled score per (query, key) pair",
     )
 
 
