@@ -47,10 +47,17 @@ from .multihead import MultiHeadAttention
 # isort: split
 
 # lesson 07: blockwise and block-sparse attention
+from .block_sparse import block_sparse_attention
+from .blockwise import blockwise_attention
+from .layouts import BlockLayout
 
 __version__ = "0.1.0"
 
 __all__ = [
+    # lesson 07
+    "BlockLayout",
+    "block_sparse_attention",
+    "blockwise_attention",
     # lesson 05
     "MultiHeadAttention",
     # lessons 03-04
