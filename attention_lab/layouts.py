@@ -188,11 +188,26 @@ class BlockLayout:
             position[None, :] > position[:, None])
         return dense & ~future_in_diagonal
 
+    def block_fill(self, n: int) -> torch.Tensor:
+        """Share of each block pair's (query, key) pairs that are computed: 1, 0, or about 1/2 on causal diagonals.
+
+        Shape: ``(r, c)``, float64.
+        """
+        keep, lower = self._blocks(self.n_blocks(n))
+        sizes = self._sizes(n, keep.shape[0])
+        fill = keep.double()
+        fill.diagonal().sub_(lower * (sizes - 1) / (2 * sizes))  # a triangle with its diagonal: (s + 1) / (2 s)
+        return fill
+
+    def _sizes(self, n: int, nb: int) -> torch.Tensor:
+        sizes = torch.full((nb,), self.block_size, dtype=torch.float64)
+        sizes[-1] = n - self.block_size * (nb - 1)
+        return sizes
+
     def sparsity(self, n: int) -> float:
         """Fraction of the n x n (query, key) pairs this layout skips (0 = dense, near 1 = very sparse)."""
         keep, lower = self._blocks(self.n_blocks(n))
-        sizes = torch.full((keep.shape[0],), self.block_size, dtype=torch.float64)
-        sizes[-1] = n - self.block_size * (keep.shape[0] - 1)
+        sizes = self._sizes(n, keep.shape[0])
         kept = (keep * sizes[:, None] * sizes[None, :]).sum() - (lower * sizes * (sizes - 1) / 2).sum()
         return 1.0 - float(kept) / (n * n)
 
