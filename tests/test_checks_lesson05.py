@@ -86,7 +86,10 @@ def test_parameter_count_accepts(capsys, answer):
     ((4 * 96 * 96 + 4 * 96) // 12, r"does not depend on the number of heads"),
     ((4 * 96 * 96 + 4 * 96) * 12, r"does not depend on the number of heads"),
     (12345, r"add up every weight matrix and bias"),
-    ("many", r"give a whole number"),
+    ("many", r"give a number, not a string"),
+    ("37248", r"give a number, not a string: '37248' is text"),
+    (None, r"give a whole number"),
+    (float("inf"), r"give a whole number"),
     (37248.5, r"a parameter count is a whole number"),
 ])
 def test_parameter_count_rejects(answer, message):

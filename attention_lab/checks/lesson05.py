@@ -34,7 +34,7 @@ def _call(fn: object, what: str, *args: object) -> torch.Tensor:
 
 
 def split_heads(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
-    """Exercise 1: ``fn(x, num_heads)`` turns ``(b, n, e)`` into ``(b, h, n, d)``, head h = features h*d..h*d+d-1."""
+    """Exercise 1: ``fn(x, num_heads)`` turns ``(b, n, e)`` into ``(b, h, n, d)``, head m = features m*d..m*d+d-1."""
     for b, n, e, h in ((2, 5, 12, 3), (1, 4, 8, 4), (3, 3, 6, 3)):  # the last one has b == n == h
         x = _numbered(b, n, e)
         d = e // h
@@ -53,8 +53,8 @@ def split_heads(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
         if got.shape != expected.shape:
             hint(f"for x of shape (b, n, e) = {(b, n, e)} and {h} heads the result should be (b, h, n, d) = "
                  f"{tuple(expected.shape)}, yours is {tuple(got.shape)}")
-        hint("the shape is right but the values are not where they belong: row t of head k should be token t's "
-             "features k*d ... k*d + d - 1")
+        hint("the shape is right but the values are not where they belong: row t of head m (counting from 0) "
+             "should be token t's features m*d ... m*d + d - 1")
     correct("split_heads gives every head its own block of features, token by token, for several shapes")
 
 
@@ -70,7 +70,7 @@ def merge_heads(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
             hint("reshaping (b, h, n, d) straight to (b, n, e) glues rows of one head together as if they were "
                  "tokens; move the head axis next to d first (transpose, or einops 'b h n d -> b n (h d)')")
         if close(got, rearrange(o, "b h n d -> b n (d h)"), atol=0, rtol=0):
-            hint("the features of one head must stay together: merge as (h d), so head 1's d values come first")
+            hint("the features of one head must stay together: merge as (h d), so head 0's d values come first")
         if got.shape != expected.shape:
             hint(f"for o of shape (b, h, n, d) = {(b, h, n, d)} the result should be (b, n, h*d) = "
                  f"{tuple(expected.shape)}, yours is {tuple(got.shape)}")
@@ -80,9 +80,12 @@ def merge_heads(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
 
 def parameter_count(answer: object, embed_dim: int, num_heads: int) -> None:
     """Exercise 3: the number of parameters of ``MultiHeadAttention(embed_dim, num_heads)`` (with biases)."""
+    if isinstance(answer, (str, bytes)):
+        hint(f"give a number, not a string: {answer!r} is text; drop the quotes (an expression in e, such as "
+             "3 * e * e, works too)")
     try:
         value = int(answer)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         hint("give a whole number (you may write it as an expression in e, such as 3 * e * e)")
     if value != answer:
         hint("a parameter count is a whole number")
