@@ -73,6 +73,7 @@ class CellSeen:
     images_in_dom: int = 0
     widgets_shown: set = field(default_factory=set)
     widget_outputs: int = 0
+    widgets_closed: int = 0  # widgets the kernel closed (left as an empty hidden output), e.g. tqdm leave=False
     errors: list = field(default_factory=list)
 
 
@@ -94,13 +95,20 @@ COLLECT_JS = """
     cells: cells.map((cell, position) => {
       const attr = cell.getAttribute('data-windowed-list-index');
       const outputs = [...cell.querySelectorAll('.jp-OutputArea-output')];
-      // the ipywidgets renderer puts the widget's own element (class jupyter-widgets) in the output
-      const widgets = outputs.filter((o) => o.querySelector(':scope > .jupyter-widgets') !== null);
+      // outputs of the cell itself, not those drawn inside a widget (an ipywidgets Output holds its own)
+      const own = outputs.filter((o) => o.parentElement.closest('.jupyter-widgets') === null);
+      // the ipywidgets renderer puts the widget's own element (class jupyter-widgets) in the output ...
+      const widgets = own.filter((o) => o.querySelector(':scope > .jupyter-widgets') !== null);
+      // ... and leaves an empty hidden panel once the kernel closes the widget (tqdm with leave=False)
+      const closed = own.filter((o) => o.classList.contains('lm-Panel') && o.classList.contains('lm-mod-hidden')
+        && o.childElementCount === 0);
       return {
         index: attr === null ? position : Number(attr),
         prompt: (cell.querySelector('.jp-InputPrompt') || {}).textContent || '',
-        images: [...cell.querySelectorAll('.jp-OutputArea-output img')].map(
+        images: [...cell.querySelectorAll('.jp-OutputArea-output img')]
+          .filter((img) => img.closest('.jupyter-widgets') === null).map(
           (img) => [onScreen(img), img.complete && img.naturalWidth > 0]),
+        closedWidgets: closed.length,
         widgets: widgets.map((o) => [onScreen(o), !/Loading widget|Error displaying widget/.test(o.textContent)]),
         errors: outputs.filter((o) => o.getAttribute('data-mime-type') === stderrMime)
           .map((o) => o.textContent.trim().slice(-300)),
@@ -225,6 +233,7 @@ def scroll_through(page, timeout: float, pause: float = 0.15) -> dict[int, CellS
             entry.images_in_dom = max(entry.images_in_dom, len(cell["images"]))
             entry.images_shown.update(k for k, (shown, ok) in enumerate(cell["images"]) if shown and ok)
             entry.widget_outputs = max(entry.widget_outputs, len(cell["widgets"]))
+            entry.widgets_closed = max(entry.widgets_closed, cell["closedWidgets"])
             entry.widgets_shown.update(k for k, (shown, ok) in enumerate(cell["widgets"]) if shown and ok)
             for text in cell["errors"]:
                 if text not in entry.errors:
@@ -284,9 +293,11 @@ def compare(expected: LessonExpectation, seen: dict[int, CellSeen]) -> list[str]
                 f"{where}: {len(got.images_shown)} figure(s) shown as <img> on screen "
                 f"({got.images_in_dom} in the page), the committed lesson has {cell.images}"
             )
-        if len(got.widgets_shown) != cell.widgets:
+        # a widget the kernel closed during the run (a finished tqdm bar with leave=False) is gone for the
+        # learner too; the committed notebook still lists its output
+        if len(got.widgets_shown) + got.widgets_closed != cell.widgets:
             problems.append(
-                f"{where}: {len(got.widgets_shown)} widget(s) drawn ({got.widget_outputs} widget outputs), "
-                f"the committed lesson has {cell.widgets}"
+                f"{where}: {len(got.widgets_shown)} widget(s) drawn ({got.widget_outputs} widget outputs, "
+                f"{got.widgets_closed} closed by the kernel), the committed lesson has {cell.widgets}"
             )
     return problems

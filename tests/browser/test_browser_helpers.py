@@ -46,6 +46,13 @@ def test_a_lesson_shown_as_committed_passes(tmp_path):
     assert lp.compare(expected, _as_shown(expected)) == []
 
 
+def test_a_widget_the_kernel_closed_counts_as_shown(tmp_path):
+    expected = _lesson(tmp_path)
+    seen = _as_shown(expected)
+    seen[2].widgets_shown, seen[2].widget_outputs, seen[2].widgets_closed = set(), 0, 1  # tqdm(leave=False)
+    assert lp.compare(expected, seen) == []
+
+
 def test_every_kind_of_difference_is_reported(tmp_path):
     expected = _lesson(tmp_path)
     seen = _as_shown(expected)
