@@ -256,8 +256,8 @@ def scroll_to_output(page, index: int) -> None:
           const cell = cells.find((c, pos) =>
             Number(c.getAttribute('data-windowed-list-index') ?? pos) === index);
           if (!cell) return;
-          const target = cell.querySelector('.jp-OutputArea-output img')
-            || cell.querySelector('.jp-OutputArea-output') || cell;
+          const drawn = (sel) => [...cell.querySelectorAll(sel)].find((e) => e.getBoundingClientRect().height > 0);
+          const target = drawn('.jp-OutputArea-output img') || drawn('.jp-OutputArea-output') || cell;
           const above = target === cell ? 0 : 120;
           scroller.scrollTop += target.getBoundingClientRect().top - scroller.getBoundingClientRect().top - above;
         }""",

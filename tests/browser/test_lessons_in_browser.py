@@ -87,8 +87,11 @@ def test_lesson_runs_in_browser(lesson, lab_page, screenshot_dir, session_deadli
         lab.remember_children()  # the kernel, so teardown can be sure it is gone
         seen = lp.scroll_through(page, timeout=cap(90))
 
-        # one picture per lesson: its first figure (else widget, else the top), as the learner sees it
-        shown_first = next((c.index for c in expected.cells if c.images or c.widgets), 0)
+        # one picture per lesson, as the learner sees it: its first widget still on the page (the part only a
+        # browser can show), else its first figure, else its top
+        with_widget = [i for i, cell in sorted(seen.items()) if cell.widgets_shown]
+        with_figure = [c.index for c in expected.cells if c.images]
+        shown_first = (with_widget or with_figure or [0])[0]
         lp.scroll_to_output(page, shown_first)
         page.wait_for_timeout(300)
         page.screenshot(path=str(shot))
