@@ -83,6 +83,33 @@ def test_time_function_rejects_bad_input(args, kwargs, error, match):
 
 def test_matmul_peak_is_positive():
     assert matmul_peak_gflops(64, min_run_time=0.01) > 0
+    assert matmul_peak_gflops(32, min_run_time=0, repeats=1) > 0
+
+
+def test_matmul_peak_uses_the_fastest_run(monkeypatch):
+    """The reference is the best single call, so one slow (disturbed) run does not lower it."""
+    seconds = iter([0.5, 0.001, 0.25, 0.002, 0.5, 0.5])
+
+    class FakeTimer:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def timeit(self, number):
+            assert number == 1
+            return type("Measurement", (), {"mean": next(seconds)})()
+
+    monkeypatch.setattr("attention_lab.bench.benchmark.Timer", FakeTimer)
+    assert matmul_peak_gflops(10, min_run_time=0, repeats=5) == pytest.approx(2 * 10**3 / 0.001 / 1e9)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"size": 0}, "size must be >= 1"),
+    ({"repeats": 0}, "repeats must be >= 1"),
+    ({"min_run_time": -1}, "min_run_time must be a number of seconds >= 0"),
+])
+def test_matmul_peak_rejects_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        matmul_peak_gflops(**kwargs)
 
 
 def test_every_variant_computes_attention():

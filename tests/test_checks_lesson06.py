@@ -97,7 +97,11 @@ def test_largest_length_accepts_the_exact_boundary(capsys):
     n = 4080  # 2 matrices * 8 heads * n^2 * 4 B + the output 8 * n * 64 * 4 B: <= 2^30 for n = 4080, not 4081
     assert naive_peak(n) <= budget < naive_peak(n + 1)
     check.largest_length(n, budget_bytes=budget, head_dim=64, num_heads=8)
-    assert capsys.readouterr().out.startswith("Correct:")
+    out = capsys.readouterr().out
+    assert out.startswith("Correct:")
+    # exact byte counts, so "over the budget" never reads as 1.00 GiB over 1.00 GiB
+    assert f"{naive_peak(n):,} bytes" in out and f"{naive_peak(n + 1):,} bytes" in out
+    assert f"budget of {budget:,} bytes" in out
 
 
 def test_largest_length_small_budgets():
@@ -112,7 +116,7 @@ def test_largest_length_small_budgets():
     (5760, "holds two"),  # the largest n with room for one n x n matrix per head (and the output)
     (4200, "holds two"),
     (4081, "holds two"),
-    (6000, "more than the budget"),
+    (6000, "more than the budget of 1,073,741,824 bytes"),
     (4000, "a larger n fits too"),
     (0, "at least one token"),
 ])

@@ -101,8 +101,8 @@ def largest_length(answer: object, budget_bytes: int, head_dim: int, num_heads: 
         low, high = (mid, high) if peak(mid) <= budget_bytes else (low, mid)
     expected = low
     if got == expected:
-        correct(f"n = {got:,} needs {format_bytes(peak(got))}; n = {got + 1:,} would need "
-                f"{format_bytes(peak(got + 1))}, over the budget of {format_bytes(budget_bytes)}")
+        correct(f"n = {got:,} needs {peak(got):,} bytes ({format_bytes(peak(got))}); n = {got + 1:,} would need "
+                f"{peak(got + 1):,} bytes, over the budget of {budget_bytes:,} bytes")
         return
     if got < 1:
         hint("a sequence has at least one token")
@@ -110,5 +110,5 @@ def largest_length(answer: object, budget_bytes: int, head_dim: int, num_heads: 
         one_matrix = attention_memory_bytes(got, head_dim=head_dim, num_heads=num_heads)
         if one_matrix.scores + one_matrix.output <= budget_bytes:
             hint("that n fits one n x n matrix per head, but the naive forward holds two at its peak")
-        hint(f"n = {got:,} needs {format_bytes(peak(got))}, more than the budget: go smaller")
+        hint(f"n = {got:,} needs {peak(got):,} bytes, more than the budget of {budget_bytes:,} bytes: go smaller")
     hint(f"n = {got:,} fits, but a larger n fits too: find the largest n with peak(n) <= budget")
