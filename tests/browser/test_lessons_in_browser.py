@@ -87,11 +87,13 @@ def test_lesson_runs_in_browser(lesson, lab_page, screenshot_dir, session_deadli
         lab.remember_children()  # the kernel, so teardown can be sure it is gone
         seen = lp.scroll_through(page, timeout=cap(90))
 
-        # one picture per lesson, as the learner sees it: its first widget still on the page (the part only a
-        # browser can show), else its first figure, else its top
+        # one picture per lesson, as the learner sees it: its first problem if any, else its first widget still
+        # on the page (the part only a browser can show), else its first figure, else its top
+        problems = lp.compare(expected, seen)
+        with_problem = [int(m.group(1)) for p in problems if (m := re.match(r"cell (\d+):", p))]
         with_widget = [i for i, cell in sorted(seen.items()) if cell.widgets_shown]
         with_figure = [c.index for c in expected.cells if c.images]
-        shown_first = (with_widget or with_figure or [0])[0]
+        shown_first = (with_problem or with_widget or with_figure or [0])[0]
         lp.scroll_to_output(page, shown_first)
         page.wait_for_timeout(300)
         page.screenshot(path=str(shot))
@@ -110,7 +112,6 @@ def test_lesson_runs_in_browser(lesson, lab_page, screenshot_dir, session_deadli
 
     # the committed lesson must stay as it is: autosave is off and the re-run notebook is closed unsaved
     assert not lab_page.file_writes, f"JupyterLab wrote to the lessons: {lab_page.file_writes}"
-    problems = lp.compare(expected, seen)
     assert not problems, (
         f"{lesson.name} in the browser ({expected.images} figure(s), {expected.widgets} widget(s) expected):\n  "
         + "\n  ".join(problems)
