@@ -23,6 +23,7 @@ __all__ = [
     "plot_attention",
     "plot_bench",
     "plot_block_layout",
+    "plot_block_layouts",
     "plot_heads",
     "plot_layer_grad_norms",
     "plot_mask",
@@ -534,6 +535,26 @@ def plot_block_layout(layout: BlockLayout, n: int, *, ax: Axes | None = None, ti
     ax.set_title(title, fontsize=9)
     bar = fig.colorbar(image, ax=ax, ticks=[0.0, 1.0], shrink=0.8)
     bar.ax.set_yticklabels(["skipped", "computed"])
+    return fig
+
+
+def plot_block_layouts(layouts: dict[str, BlockLayout], n: int, *, columns: int = 3) -> Figure:
+    """Several layouts side by side at length n, each titled with its name and sparsity (see plot_block_layout).
+
+    Shape: each panel draws ``layout.to_dense(n)`` ``(i, j)``.
+    """
+    if not layouts:
+        raise ValueError("plot_block_layouts(): expected at least one layout, got an empty dict")
+    if isinstance(columns, bool) or not isinstance(columns, int) or columns < 1:
+        raise ValueError(f"plot_block_layouts(): columns must be an int >= 1, got {columns!r}")
+    columns = min(columns, len(layouts))
+    rows = -(-len(layouts) // columns)
+    fig = Figure(figsize=(3.6 * columns, 3.2 * rows), layout="constrained")
+    axes = fig.subplots(rows, columns, squeeze=False).flatten()
+    for ax, (name, layout) in zip(axes, layouts.items()):
+        plot_block_layout(layout, n, ax=ax, title=f"{name}\nsparsity {layout.sparsity(n):.3f}")
+    for ax in axes[len(layouts):]:
+        ax.set_visible(False)
     return fig
 
 

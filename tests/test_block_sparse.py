@@ -349,3 +349,16 @@ def test_plot_block_layout_bad_input():
         plotting.plot_block_layout(torch.ones(4, 4, dtype=torch.bool), 4)
     with pytest.raises(ValueError, match="n must be an int >= 1"):
         plotting.plot_block_layout(BlockLayout.local(4), 0)
+
+
+def test_plot_block_layouts_grid():
+    from attention_lab import plotting
+
+    layouts_by_name = {"local": BlockLayout.local(8), "causal": BlockLayout.causal(8),
+                       "strided": BlockLayout.strided(8, 2)}
+    fig = plotting.plot_block_layouts(layouts_by_name, 64, columns=2)
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.images]
+    assert len(panels) == 3
+    assert panels[1].get_title() == f"causal\nsparsity {BlockLayout.causal(8).sparsity(64):.3f}"
+    with pytest.raises(ValueError, match="at least one layout"):
+        plotting.plot_block_layouts({}, 64)
