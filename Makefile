@@ -16,8 +16,11 @@ $(VENV)/.dev.stamp: $(VENV)/.requirements.stamp requirements-dev.txt
 	$(BIN)/python -m pip install --disable-pip-version-check -r requirements-dev.txt
 	@touch $@
 
+# JupyterLab refuses to run as root without --allow-root (containers, CI machines); add it only there.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
+
 lab: $(VENV)/.requirements.stamp
-	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks
+	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks $(ALLOW_ROOT)
 
 test: $(VENV)/.dev.stamp
 	$(BIN)/ruff check .
