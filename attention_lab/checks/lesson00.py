@@ -12,9 +12,14 @@ from ._core import as_tensor, check_tensor_answer, correct, hint
 def weights_shape(answer: object, n_tokens: int) -> None:
     """Exercise 1: the shape of the weight matrix of an ``n_tokens`` sentence."""
     try:
+        if isinstance(answer, str):
+            raise TypeError("a string is not a shape")
         shape = tuple(int(x) for x in answer)  # tuple, list or torch.Size
-    except TypeError:
+        whole = all(float(x) == v for x, v in zip(answer, shape))  # int() truncates: 7.5 must not pass as 7
+    except (TypeError, ValueError):
         hint("write the shape as a tuple of integers, like (rows, columns)")
+    if not whole:
+        hint("a shape counts rows and columns: write it with whole numbers")
     if shape == (n_tokens, n_tokens):
         correct(f"one weight for every (query, key) pair: {n_tokens} x {n_tokens} = {n_tokens**2} weights")
         return

@@ -89,8 +89,11 @@ def window_for_kernel(answer: object, kernel: int) -> None:
     ``Conv1d`` with an odd ``kernel`` (padding ``kernel // 2``)."""
     try:
         window = int(answer)
+        whole = float(answer) == window  # int() truncates: 4.7 must not pass as 4
     except (TypeError, ValueError):
         hint("answer with one whole number, the window")
+    if not whole:
+        hint("answer with one whole number, the window: a window counts positions")
     if window == (kernel + 1) // 2:
         n = kernel + 4
         conv = torch.zeros(n, n, dtype=torch.bool)

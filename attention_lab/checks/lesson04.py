@@ -38,7 +38,8 @@ def causal_by_hand(answer: object, n: int) -> None:
              "strict future)")
     if torch.equal(got, expected.T):
         hint("that lets each query see the future and not the past: row i is query i, column j is key j")
-    hint("mark the future with torch.ones(n, n, dtype=torch.bool).triu(diagonal=1), then invert it")
+    hint("row i is query i: it may see keys 0..i (the past and itself), never a key after it; triu picks out "
+         "the part of a matrix above a diagonal you choose")
 
 
 def key_mask_from_torch(answer: object, key_padding_mask: torch.Tensor) -> None:
@@ -75,7 +76,8 @@ def padding_from_lengths(answer: object, lengths: Sequence[int], max_len: int) -
     positions = torch.arange(max_len)
     if torch.equal(got, positions[None, :] <= torch.tensor(list(lengths))[:, None]):
         hint("one True too many per row: a sequence of length L has positions 0 .. L-1, so use p < L")
-    hint("compare torch.arange(max_len)[None, :] with the lengths as a column, lengths[:, None]")
+    hint("position p of sequence b is a real token exactly when p < lengths[b]; broadcasting the positions "
+         "against the lengths gives every row at once")
 
 
 def causal_and_padding(answer: object, lengths: Sequence[int], n: int) -> None:
@@ -107,4 +109,11 @@ def causal_and_padding(answer: object, lengths: Sequence[int], n: int) -> None:
         hint("that is the padding part only: the decoder must not see the future either")
     if torch.equal(got, causal):
         hint("that is the causal part only: padded keys must be blocked too")
-    hint("combine causal_mask(n) with as_key_mask(padding_mask(lengths, n)) using &")
+    if torch.equal(got, causal & ~keys):
+        hint("the padding part is inverted: a key that is a real token must be True (may attend)")
+    queries = keys.transpose(-2, -1)  # (b, 1, i, 1): real query positions
+    if torch.equal(got, expected & queries):
+        hint("padding removes keys, not queries: a padded query's row keeps its past real keys (its output is "
+             "simply ignored later), so block only the keys (the last axis)")
+    hint("a key is allowed when both rules allow it: it is not in the query's future, and it is a real token "
+         "of that sequence")

@@ -40,7 +40,8 @@ def merge_blocks(answer: object) -> None:
         hint(f"your merge raised {type(error).__name__}: {error}")
     if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
         hint(f"merge should return a tensor of shape {tuple(expected.shape)} (one output row per query)")
-    if close(got, expected, atol=1e-9, rtol=1e-9):
+    # float32 tolerances: a correct merge computed in float32 (or via logsumexp) must pass too
+    if close(got, expected, atol=1e-5, rtol=1e-5):
         big = merge(m_a + 1e4, l_a, o_a, m_b + 1e4, l_b, o_b)  # scores shifted by 1e4 give the same weights
         if not (isinstance(big, torch.Tensor) and torch.isfinite(big).all() and close(big, expected)):
             hint("right for small scores, but with scores near 1e4 exp() overflows: only ever exponentiate the "
@@ -53,8 +54,8 @@ def merge_blocks(answer: object) -> None:
     if close(got, (l_a * o_a + l_b * o_b) / (l_a + l_b)):
         hint("l_a and l_b were computed with different shifts m_a and m_b, so they cannot be added as they are: "
              "bring both to the common maximum m = max(m_a, m_b) first")
-    hint("with m = max(m_a, m_b), block a's exponentials are scaled by exp(m_a - m); the output is the weighted "
-         "sum of o_a and o_b with weights proportional to l_a exp(m_a - m) and l_b exp(m_b - m)")
+    hint("the output over both blocks is a weighted sum of o_a and o_b: each block's weight is its share of the "
+         "softmax denominator over all keys, once both sums are written with the same shift")
 
 
 def dilated_layout(answer: object, *, block_size: int = 16, stride: int = 4) -> None:
