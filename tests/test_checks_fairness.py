@@ -36,6 +36,18 @@ def test_weights_shape_refuses_fractions_and_strings_with_a_hint(capsys):
     accepts(capsys, lesson00.weights_shape, torch.tensor([7, 7]), n_tokens=7)
 
 
+def test_graph_mask_names_the_additive_convention_and_keeps_its_recipe_to_itself():
+    edges = [(0, 1), (1, 2), (3, 4)]
+    good = torch.eye(5, dtype=torch.bool)
+    for a, b in edges:
+        good[a, b] = good[b, a] = True
+    additive = torch.zeros(5, 5).masked_fill(~good, float("-inf"))
+    assert "additive float mask" in hint_of(lesson03.graph_mask, additive, edges, 5)
+    scrambled = good.roll(1, dims=0)
+    message = hint_of(lesson03.graph_mask, scrambled, edges, 5)
+    assert "torch.eye" not in message and "[a, b]" not in message
+
+
 # --- lesson 04: mistakes with their own hint, fallbacks that do not hand out the code ------------------
 
 LENGTHS, N = [5, 3], 5

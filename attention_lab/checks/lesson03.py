@@ -69,6 +69,8 @@ def graph_mask(answer: object, edges: list[tuple[int, int]], n_nodes: int) -> No
     if got.shape != expected.shape:
         hint(f"one row per node (query) and one column per node (key): shape ({n_nodes}, {n_nodes})")
     if got.dtype != torch.bool:
+        if got.is_floating_point() and bool(torch.isinf(got).any()):
+            hint("that is an additive float mask (0 / -inf); this exercise wants a bool mask, True = may attend")
         if not bool(((got == 0) | (got == 1)).all()):
             hint("a mask holds True (may attend) and False (may not); build it with dtype=torch.bool")
         got = got != 0
@@ -81,7 +83,8 @@ def graph_mask(answer: object, edges: list[tuple[int, int]], n_nodes: int) -> No
         hint("a node should also see itself (the diagonal), or a node without edges would have no key at all")
     if torch.equal(got, directed) or torch.equal(got, directed.T):
         hint("the graph is undirected: an edge (a, b) lets a see b and b see a")
-    hint("start from torch.eye(n, dtype=torch.bool) and set both [a, b] and [b, a] to True for every edge")
+    hint("node i may attend to node j when an edge joins them (in either direction) or when i == j; check "
+         "each entry of your mask against that rule")
 
 
 def window_for_kernel(answer: object, kernel: int) -> None:
