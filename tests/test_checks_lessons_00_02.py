@@ -51,6 +51,7 @@ def test_row_sums(capsys, weights):
     accepts(capsys, lesson00.row_sums, weights.sum(-1), weights)
     accepts(capsys, lesson00.row_sums, weights.sum(-1).tolist(), weights)
     accepts(capsys, lesson00.row_sums, torch.ones(5), weights)
+    accepts(capsys, lesson00.row_sums, weights.sum(-1, keepdim=True), weights)
     rejects(lesson00.row_sums, weights.sum(0), weights, hint="you summed each column")
     rejects(lesson00.row_sums, weights.sum(), weights, hint="one number for the whole matrix")
     rejects(lesson00.row_sums, ..., weights, hint="still empty")
@@ -102,6 +103,7 @@ def test_cosine_similarity_matrix(capsys):
     accepts(capsys, lesson01.cosine_similarity_matrix, torch.cosine_similarity(a[:, None], a[None], dim=-1), a)
     rejects(lesson01.cosine_similarity_matrix, a @ a.T, a, hint="that is the dot product")
     rejects(lesson01.cosine_similarity_matrix, a @ a.T / a.norm(dim=-1, keepdim=True), a, hint="not only one")
+    rejects(lesson01.cosine_similarity_matrix, a @ a.T / a.norm(dim=-1), a, hint="not only one")
 
 
 # ---- lesson 02 ----
@@ -145,6 +147,15 @@ def test_attention_output(capsys, qkv2):
     rejects(lesson02.attention_output, torch.softmax(s, -2) @ v, q, k, v, hint="dim=-2 normalises over queries")
     rejects(lesson02.attention_output, torch.softmax(q @ k.T, -1) @ v, q, k, v, hint="missing the 1/sqrt")
     rejects(lesson02.attention_output, s @ v, q, k, v, hint="apply softmax")
+    rejects(lesson02.attention_output, torch.softmax(q @ k.T / 4, -1) @ v, q, k, v, hint="not by d")
+
+
+def test_stable_softmax_leaves_the_global_generator_alone():
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    lesson02.stable_softmax(lambda x: torch.softmax(x, -1))
+    assert torch.equal(torch.rand(3), expected)
 
 
 def test_predicted_variance(capsys):

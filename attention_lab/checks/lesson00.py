@@ -53,8 +53,11 @@ def most_attended(answer: object, weights: torch.Tensor, query: int, tokens: Seq
 
 def row_sums(answer: object, weights: torch.Tensor) -> None:
     """Exercise 3: the sum of each row of the weight matrix."""
+    got = as_tensor(answer, "your row sums")
+    if got.shape == (weights.shape[0], 1):  # keepdim=True is just as right
+        got = got.squeeze(-1)
     check_tensor_answer(
-        answer,
+        got,
         weights.sum(dim=-1),
         what="your row sums",
         mistakes=[(weights.sum(dim=-2), "you summed each column (over queries); sum each row, over the keys "

@@ -72,6 +72,7 @@ def cosine_similarity_matrix(answer: object, x: torch.Tensor) -> None:
         mistakes=[
             (x @ x.T, "that is the dot product; cosine divides it by the lengths of both vectors"),
             (x @ x.T / x.norm(dim=-1, keepdim=True), "divide by the length of both vectors, not only one"),
+            (x @ x.T / x.norm(dim=-1), "divide by the length of both vectors, not only one"),
         ],
         shape_hint="one similarity per pair of tokens: an (n, n) matrix",
         success="cosine similarity ignores length: the diagonal is exactly 1",
