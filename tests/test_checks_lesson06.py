@@ -122,3 +122,10 @@ def test_largest_length_small_budgets():
 ])
 def test_largest_length_rejects(answer, match):
     rejects(check.largest_length, answer, budget_bytes=2**30, head_dim=64, num_heads=8, match=match)
+
+
+def test_flop_count_accepts_the_exact_count_and_names_the_convention(capsys):
+    from attention_lab.checks import lesson06
+
+    lesson06.flop_count(2 * 8 * 1024 * 1024 * (2 * 64 - 1), n=1024, head_dim=64, num_heads=8)
+    assert "2 FLOPs per multiply-add" in capsys.readouterr().out

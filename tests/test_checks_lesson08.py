@@ -124,3 +124,16 @@ def test_clip_rejects():
     rejects(check.clip_by_total_norm, stub, match="NotImplementedError")
     rejects(check.clip_by_total_norm, lambda grads, m: grads[0], match="one clipped tensor per gradient")
     rejects(check.clip_by_total_norm, clip_right([torch.ones(2)], 1.0), match="function itself")
+
+
+def test_learning_rates_accepts_values_rounded_to_five_decimals(capsys):
+    import math
+
+    from attention_lab.checks import lesson08
+
+    peak, warm, total, steps = 0.05, 20, 60, [0, 10, 19, 20, 40, 59]
+    exact = [peak * (s + 1) / warm if s < warm else peak * 0.5 * (1 + math.cos(math.pi * (s - warm) / (total - warm)))
+             for s in steps]
+    lesson08.learning_rates([round(x, 5) for x in exact], peak_lr=peak, warmup_steps=warm, total_steps=total,
+                            steps=steps)
+    assert capsys.readouterr().out.startswith("Correct")

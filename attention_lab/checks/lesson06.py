@@ -46,6 +46,10 @@ def flop_count(answer: object, n: int, head_dim: int, num_heads: int = 1) -> Non
     if got == 2 * one_matmul:
         correct(f"2 matmuls x 2 n^2 d x {num_heads} head(s) = {got:,} FLOPs")
         return
+    if got == 2 * n * n * (2 * head_dim - 1) * num_heads:
+        correct(f"{got:,} FLOPs, exactly (a dot product of length d has d - 1 additions); the usual convention, "
+                f"which PyTorch's FlopCounterMode follows, counts 2 FLOPs per multiply-add: {2 * one_matmul:,}")
+        return
     if got == one_matmul:
         hint("two things to count: there are two n x n x d products (the scores Q K^T and the mix weights @ V), "
              "and a multiply-add is two floating-point operations; one of them is missing")

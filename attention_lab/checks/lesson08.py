@@ -19,7 +19,7 @@ def learning_rates(answer: object, *, peak_lr: float, warmup_steps: int, total_s
     got = as_tensor(answer, "your list of learning rates").double().flatten()
     if got.shape != expected.shape:
         hint(f"give one learning rate per step in {list(steps)}: {len(steps)} numbers, you gave {got.numel()}")
-    if close(got, expected, atol=1e-9, rtol=1e-6):
+    if close(got, expected, atol=1e-5, rtol=1e-4):  # values copied from a 5-decimal printout still pass
         correct(f"warmup to {peak_lr:g} over {warmup_steps} steps, then a cosine down to 0 at step {total_steps}")
         return
 
@@ -36,7 +36,7 @@ def learning_rates(answer: object, *, peak_lr: float, warmup_steps: int, total_s
                                            "step warmup_steps to 1 at step total_steps"),
         (factors, "these look like the schedule's factors; multiply them by the peak learning rate"),
     ):
-        if close(got, torch.tensor(wrong, dtype=torch.float64), atol=1e-9, rtol=1e-6):
+        if close(got, torch.tensor(wrong, dtype=torch.float64), atol=1e-5, rtol=1e-4):
             hint(message)
     hint("compare each value with the two phases: a straight line up to the peak, then half a cosine down to 0")
 
