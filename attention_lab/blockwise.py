@@ -82,7 +82,8 @@ class _BlockwiseAttention(torch.autograd.Function):
             q_chunk = q_scaled[:, q_start:q_stop]  # (B, i', d)
             row_max = q.new_full((batch, q_stop - q_start, 1), float("-inf"))  # m, (B, i', 1)
             row_sum = q.new_zeros((batch, q_stop - q_start, 1))  # l, (B, i', 1)
-            acc = out[:, q_start:q_stop].zero_()  # (B, i', dv)
+            # Contiguous, so that each update is one batched matmul (a slice of out would be one matmul per batch).
+            acc = q.new_zeros((batch, q_stop - q_start, v.shape[-1]))  # (B, i', dv)
             # With a causal mask, keys after the chunk's last query are never visible: stop before them.
             k_stop_all = min(n_k, q_stop) if causal else n_k
             for start in range(0, k_stop_all, block_size):
@@ -94,7 +95,7 @@ class _BlockwiseAttention(torch.autograd.Function):
                 row_sum.mul_(rescale).add_(weights.sum(dim=-1, keepdim=True))
                 acc.mul_(rescale).baddbmm_(weights, v[:, start:stop])
                 row_max = new_max
-            acc.div_(row_sum)
+            out[:, q_start:q_stop] = acc.div_(row_sum)
             logsumexp[:, q_start:q_stop] = row_max.add_(row_sum.log_())
         ctx.save_for_backward(q, k, v, out, logsumexp)
         ctx.block_size, ctx.causal = block_size, causal

@@ -52,7 +52,10 @@ class BlockLayout:
     # ---- constructors ----
     @classmethod
     def local(cls, block_size: int) -> BlockLayout:
-        """Each query block sees only its own key block (block diagonal)."""
+        """Each query block sees only its own key block (block diagonal).
+
+        Shape: a rule for any n; ``block_mask(n)`` -> ``(r, c)``, ``to_dense(n)`` -> ``(i, j)``.
+        """
         check_positive_int("BlockLayout.local", "block_size", block_size)
         return cls(block_size, lambda nb: (torch.eye(nb, dtype=torch.bool), _no_lower(nb)), f"local({block_size})")
 
@@ -61,6 +64,8 @@ class BlockLayout:
         """Query block r sees key blocks c with |r - c| <= window; with ``causal``, only 0 <= r - c <= window.
 
         A causal window also hides, inside the diagonal block, every key after the query.
+
+        Shape: a rule for any n; ``block_mask(n)`` -> ``(r, c)``, ``to_dense(n)`` -> ``(i, j)``.
         """
         fn = "BlockLayout.sliding_window"
         check_positive_int(fn, "block_size", block_size)
@@ -77,7 +82,10 @@ class BlockLayout:
 
     @classmethod
     def strided(cls, block_size: int, stride: int) -> BlockLayout:
-        """Dilated: query block r sees key blocks c with (r - c) a multiple of ``stride`` (its own block included)."""
+        """Dilated: query block r sees key blocks c with (r - c) a multiple of ``stride`` (its own block included).
+
+        Shape: a rule for any n; ``block_mask(n)`` -> ``(r, c)``, ``to_dense(n)`` -> ``(i, j)``.
+        """
         fn = "BlockLayout.strided"
         check_positive_int(fn, "block_size", block_size)
         check_positive_int(fn, "stride", stride)
@@ -89,6 +97,8 @@ class BlockLayout:
         """The listed blocks attend to every block and every block attends to them (Longformer's global tokens).
 
         Indices past the end of a shorter sequence are ignored; combine with ``local`` or ``sliding_window`` via ``|``.
+
+        Shape: a rule for any n; ``block_mask(n)`` -> ``(r, c)``, ``to_dense(n)`` -> ``(i, j)``.
         """
         fn = "BlockLayout.global_blocks"
         check_positive_int(fn, "block_size", block_size)
@@ -110,6 +120,8 @@ class BlockLayout:
         """Each query block sees ``per_row`` key blocks drawn at random without replacement (BigBird's random part).
 
         The draw depends only on ``seed`` and the number of blocks, so the same layout gives the same mask each call.
+
+        Shape: a rule for any n; ``block_mask(n)`` -> ``(r, c)``, ``to_dense(n)`` -> ``(i, j)``.
         """
         fn = "BlockLayout.random"
         check_positive_int(fn, "block_size", block_size)
@@ -127,7 +139,10 @@ class BlockLayout:
 
     @classmethod
     def causal(cls, block_size: int) -> BlockLayout:
-        """Every block on or below the diagonal, lower-triangular on it: ``to_dense(n)`` is the causal mask."""
+        """Every block on or below the diagonal, lower-triangular on it: ``to_dense(n)`` is the causal mask.
+
+        Shape: a rule for any n; ``block_mask(n)`` -> ``(r, c)``, ``to_dense(n)`` -> ``(i, j)``.
+        """
         check_positive_int("BlockLayout.causal", "block_size", block_size)
         return cls(block_size, lambda nb: (_offsets(nb) >= 0, torch.ones(nb, dtype=torch.bool)),
                    f"causal({block_size})")
@@ -164,7 +179,7 @@ class BlockLayout:
 
     # ---- reading the rule ----
     def n_blocks(self, n: int) -> int:
-        """Number of blocks along a sequence of n positions (the last one may be short)."""
+        """Number of blocks along a sequence of n positions (the last one may be short). Shape: an int, ``r``."""
         return math.ceil(check_positive_int("BlockLayout.n_blocks", "n", n) / self.block_size)
 
     def _blocks(self, nb: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -205,14 +220,20 @@ class BlockLayout:
         return sizes
 
     def sparsity(self, n: int) -> float:
-        """Fraction of the n x n (query, key) pairs this layout skips (0 = dense, near 1 = very sparse)."""
+        """Fraction of the n x n (query, key) pairs this layout skips (0 = dense, near 1 = very sparse).
+
+        Shape: a float, from the ``(i, j)`` pairs of ``to_dense(n)`` (computed from block sizes, never built).
+        """
         keep, lower = self._blocks(self.n_blocks(n))
         sizes = self._sizes(n, keep.shape[0])
         kept = (keep * sizes[:, None] * sizes[None, :]).sum() - (lower * sizes * (sizes - 1) / 2).sum()
         return 1.0 - float(kept) / (n * n)
 
     def describe(self, n: int) -> str:
-        """A text picture, one character per block: '#' computed, '\\' lower triangle (causal), '.' skipped."""
+        """A text picture, one character per block: '#' computed, '\\' lower triangle (causal), '.' skipped.
+
+        Shape: two header lines, then ``r`` lines of ``c`` characters.
+        """
         keep, lower = self._blocks(self.n_blocks(n))
         nb = keep.shape[0]
         lines = [f"{self!r}, n={n}: {nb} x {nb} blocks of {self.block_size}, sparsity {self.sparsity(n):.4f}",
@@ -226,6 +247,8 @@ class BlockLayout:
 
         Kept off-diagonal blocks are passed as full blocks; lower-triangular diagonal blocks as partial blocks,
         finished element by element by a ``mask_mod``. Built from block indices directly, never from an n x n mask.
+
+        Shape: a ``BlockMask`` for ``(1, 1, i, j)``, i = j = n, with blocks of ``block_size``.
         """
         try:
             from torch.nn.attention.flex_attention import BlockMask
