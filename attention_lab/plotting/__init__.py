@@ -1,0 +1,34 @@
+"""Figures for the lessons. The only module that imports matplotlib.
+
+Every function takes an optional ``ax=``, returns the ``Figure`` and never calls ``plt.show()`` or touches global
+matplotlib state: without ``ax`` it builds a standalone ``matplotlib.figure.Figure`` (not registered with pyplot),
+which Jupyter shows when it is the cell's last value. Colormaps are perceptually uniform and colorblind-safe
+(viridis for weights, cividis for masks).
+"""
+
+from ._base import MASK_CMAP, WEIGHTS_CMAP, _show_figures_in_ipython  # noqa: F401 (colormap names for callers)
+from ._blocks import plot_block_layout, plot_block_layouts
+from ._cost import plot_bench, plot_memory_vs_length, plot_time_vs_length
+from ._masks import plot_mask, plot_positions, plot_rnn_vs_attention
+from ._training import attention_explorer, plot_layer_grad_norms, plot_metric, plot_rollout, plot_training_curves
+from ._weights import plot_attention, plot_heads
+
+__all__ = [
+    "attention_explorer",
+    "plot_attention",
+    "plot_bench",
+    "plot_block_layout",
+    "plot_block_layouts",
+    "plot_heads",
+    "plot_layer_grad_norms",
+    "plot_mask",
+    "plot_memory_vs_length",
+    "plot_metric",
+    "plot_positions",
+    "plot_rnn_vs_attention",
+    "plot_rollout",
+    "plot_time_vs_length",
+    "plot_training_curves",
+]
+
+_show_figures_in_ipython()

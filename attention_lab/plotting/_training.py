@@ -1,0 +1,260 @@
+"""Training curves, gradient norms, rollout and the interactive attention explorer (lessons 08-09)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from ._base import WEIGHTS_CMAP, _new_axes, _set_token_ticks
+from ._weights import plot_attention
+
+# Okabe-Ito: distinguishable with every common colour-vision deficiency; dashes add a second cue.
+_RUN_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
+_RUN_DASHES = ("-", "--", "-.", ":")
+_METRIC_LABELS = {
+    "loss": ("loss (cross-entropy)", True),
+    "accuracy": ("token accuracy (fresh batch)", False),
+    "lr": ("learning rate", False),
+    "grad_norm": ("gradient norm (before clipping)", True),
+    "clipped_grad_norm": ("gradient norm (after clipping)", True),
+    "weight_norm": ("weight norm (matrices)", False),
+}
+
+
+def _runs(fn: str, histories: object) -> dict[str, list]:
+    """``History``, ``{label: History}`` or ``{label: [History, ...]}`` (seeds) -> ``{label: [History, ...]}``."""
+    if hasattr(histories, "step"):
+        histories = {"run": histories}
+    if not isinstance(histories, dict) or not histories:
+        raise TypeError(f"{fn}(): expected a History or a non-empty dict {{label: History or list of Histories}}, "
+                        f"got {type(histories).__name__}")
+    runs = {}
+    for label, value in histories.items():
+        group = list(value) if isinstance(value, (list, tuple)) else [value]
+        if not group or not all(hasattr(h, "step") for h in group):
+            raise TypeError(f"{fn}(): expected History objects (from attention_lab.training.train) for "
+                            f"{label!r}, got {type(value).__name__}")
+        runs[str(label)] = group
+    return runs
+
+
+def plot_metric(
+    histories: object,
+    metric: str = "loss",
+    *,
+    ax: Axes | None = None,
+    title: str | None = None,
+    log: bool | None = None,
+) -> Figure:
+    """One training metric against the step, one colour per run (several seeds of a run share its colour).
+
+    ``histories``: a ``History``, ``{label: History}``, or ``{label: [History, ...]}`` for several seeds (thin
+    lines, labelled once). ``metric``: ``"loss"``, ``"accuracy"``, ``"lr"``, ``"grad_norm"``,
+    ``"clipped_grad_norm"``, ``"weight_norm"``.
+    ``log``: logarithmic y axis (default: for the loss and the gradient norm).
+
+    Shape: each history holds one value per step.
+    """
+    fn = "plot_metric"
+    if metric not in _METRIC_LABELS:
+        raise ValueError(f"{fn}(): metric must be one of {', '.join(map(repr, _METRIC_LABELS))}, got {metric!r}")
+    runs = _runs(fn, histories)
+    ylabel, default_log = _METRIC_LABELS[metric]
+    fig, ax = _new_axes(ax, (5.0, 3.4))
+    for index, (label, group) in enumerate(runs.items()):
+        for seed_index, history in enumerate(group):
+            ax.plot(history.step, getattr(history, metric), color=_RUN_COLOURS[index % len(_RUN_COLOURS)],
+                    linestyle=_RUN_DASHES[index % len(_RUN_DASHES)], linewidth=1.6 if len(group) == 1 else 1.0,
+                    alpha=1.0 if len(group) == 1 else 0.8, label=label if seed_index == 0 else None)
+    if log if log is not None else default_log:
+        ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    if len(runs) > 1 or next(iter(runs)) != "run":
+        ax.legend(fontsize=8)
+    return fig
+
+
+def plot_training_curves(
+    histories: object,
+    metrics: Sequence[str] = ("loss", "accuracy"),
+    *,
+    ax: Sequence[Axes] | None = None,
+    title: str | None = None,
+) -> Figure:
+    """One panel per metric side by side (see :func:`plot_metric` for ``histories`` and the metric names).
+
+    ``ax``: a sequence of Axes, one per metric, to draw into an existing figure.
+
+    Shape: each history holds one value per step.
+    """
+    fn = "plot_training_curves"
+    metrics = list(metrics)
+    if not metrics:
+        raise ValueError(f"{fn}(): expected at least one metric, got none")
+    if ax is None:
+        fig = Figure(figsize=(4.2 * len(metrics), 3.3), layout="constrained")
+        axes = list(fig.subplots(1, len(metrics), squeeze=False)[0])
+    else:
+        axes = list(ax)
+        if len(axes) != len(metrics):
+            raise ValueError(f"{fn}(): expected one Axes per metric ({len(metrics)}), got {len(axes)}")
+        fig = axes[0].figure
+    for metric, axis in zip(metrics, axes):
+        plot_metric(histories, metric, ax=axis)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def plot_layer_grad_norms(
+    histories: object,
+    *,
+    first: int = 20,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Mean gradient norm of each part of the model over the first ``first`` steps, bars grouped by part.
+
+    Parts run from the input (embeddings) to the output (``head``), so a run whose bars grow to the right has its
+    largest gradients near the output. Several seeds of one run are averaged.
+
+    Shape: ``history.layer_grad_norm[part]`` holds one value per step.
+    """
+    fn = "plot_layer_grad_norms"
+    runs = _runs(fn, histories)
+    if isinstance(first, bool) or not isinstance(first, int) or first < 1:
+        raise ValueError(f"{fn}(): first must be an int >= 1, got {first!r}")
+    parts = list(dict.fromkeys(p for group in runs.values() for h in group for p in h.layer_grad_norm))
+    parts.sort(key=lambda p: p == "head")  # the output layer last, also when only some runs have a final norm
+    fig, ax = _new_axes(ax, (max(5.0, 1.0 + 0.9 * len(parts)), 3.4))
+    width = 0.8 / len(runs)
+    for index, (label, group) in enumerate(runs.items()):
+        means = []
+        for part in parts:
+            values = [v for h in group for v in h.layer_grad_norm.get(part, [])[:first]]
+            means.append(sum(values) / len(values) if values else 0.0)
+        offsets = [p + (index - (len(runs) - 1) / 2) * width for p in range(len(parts))]
+        ax.bar(offsets, means, width=width, label=label, color=_RUN_COLOURS[index % len(_RUN_COLOURS)],
+               hatch=("", "//", "..", "xx")[index % 4], edgecolor="white")
+    ax.set_xticks(range(len(parts)), [p.replace("_", " ") for p in parts], rotation=30, ha="right")
+    ax.set_xlabel("part of the model (input -> output)")
+    ax.set_ylabel(f"mean gradient norm, steps 1-{first}")
+    if title:
+        ax.set_title(title)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_rollout(
+    attention: torch.Tensor,
+    labels: Sequence[str] | None = None,
+    *,
+    residual: float = 0.5,
+    title: str | None = None,
+) -> Figure:
+    """Each layer's head-averaged attention, then the rollout through all layers, side by side.
+
+    ``attention`` is one sequence's weights from ``model(tokens, return_attention=True)`` (``[:, 0]`` of a
+    batch); the last panel is :func:`attention_lab.model.attention_rollout` with ``residual``.
+
+    Shape: attention ``(layers, h, i, j)`` or ``(layers, 1, h, i, j)``.
+    """
+    from .model import attention_rollout
+
+    fn = "plot_rollout"
+    if not isinstance(attention, torch.Tensor):
+        raise TypeError(f"{fn}(): expected a torch.Tensor, got {type(attention).__name__}")
+    attention = attention.detach().to("cpu").float()
+    if attention.dim() == 5 and attention.shape[1] == 1:
+        attention = attention[:, 0]  # (layers, h, i, j)
+    if attention.dim() != 4:
+        raise ValueError(f"{fn}(): expected attention of shape (layers, h, i, j) for one sequence, got shape "
+                         f"{tuple(attention.shape)}; pass attention[:, 0] for the first sequence of a batch")
+    rollout = attention_rollout(attention[:, None], residual=residual)[0]  # (i, j)
+    panels = [(f"layer {k + 1} (mean of heads)", a.mean(0)) for k, a in enumerate(attention)]
+    panels.append((f"rollout (residual {residual:g})", rollout))
+    n = attention.shape[-1]
+    side = min(3.4, 1.6 + 0.12 * n)
+    fig = Figure(figsize=(side * len(panels) + 0.8, side + 0.5), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for axis, (name, matrix) in zip(axes, panels):
+        image = axis.imshow(matrix.numpy(), cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0, interpolation="nearest")
+        _set_token_ticks(fn, axis, "x", n, labels)
+        _set_token_ticks(fn, axis, "y", n, labels)
+        axis.set_xlabel("key position j")
+        axis.set_title(name, fontsize=9)
+    axes[0].set_ylabel("query position i")
+    fig.colorbar(image, ax=list(axes), label="attention weight", shrink=0.8)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def _parse_tokens(text: str, n_symbols: int, seq_len: int) -> torch.Tensor:
+    parts = text.replace(",", " ").split()
+    try:
+        ids = [int(p) for p in parts]
+    except ValueError:
+        raise ValueError(f"expected {seq_len} whole numbers separated by spaces, got {text!r}") from None
+    if len(ids) != seq_len or not all(0 <= t < n_symbols for t in ids):
+        raise ValueError(f"expected {seq_len} numbers from 0 to {n_symbols - 1}, got {len(ids)} numbers: {text!r}")
+    return torch.tensor(ids)
+
+
+def attention_explorer(model: torch.nn.Module, task: object, tokens: torch.Tensor, *, layer: int = 0,
+                       head: int = 0) -> object:
+    """An ipywidgets view of a trained model's attention: sliders for layer and head, a text box for the input.
+
+    Typing a new sequence (numbers separated by spaces) re-runs the model and redraws; the model's output is
+    printed above the heatmap. Needs a running kernel with ipywidgets; without one, show a static figure too
+    (e.g. :func:`plot_heads`). Returns the widget (display it, or make it the cell's last value).
+
+    Shape: tokens ``(i,)``, one sequence of ``task.seq_len`` symbols.
+    """
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    fn = "attention_explorer"
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 1:
+        raise ValueError(f"{fn}(): expected tokens of shape (i,) (one sequence), got "
+                         f"{tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__}")
+    n_layers, n_heads = model.num_layers, model.num_heads
+    if not (0 <= layer < n_layers and 0 <= head < n_heads):
+        raise ValueError(f"{fn}(): layer must be in [0, {n_layers}) and head in [0, {n_heads}), got "
+                         f"layer={layer}, head={head}")
+    style = {"description_width": "60px"}
+    layer_slider = widgets.IntSlider(value=layer + 1, min=1, max=n_layers, description="layer", style=style)
+    head_slider = widgets.IntSlider(value=head + 1, min=1, max=n_heads, description="head", style=style)
+    text = widgets.Text(value=" ".join(str(t) for t in tokens.tolist()), description="input", style=style,
+                        continuous_update=False, layout=widgets.Layout(width="420px"))
+    out = widgets.Output()
+
+    def redraw(_change: object = None) -> None:
+        with out:
+            out.clear_output(wait=True)
+            try:
+                seq = _parse_tokens(text.value, task.n_symbols, task.seq_len)
+            except ValueError as error:
+                print(error)
+                return
+            with torch.no_grad():
+                logits, attention = model(seq[None].to(next(model.parameters()).device), return_attention=True)
+            labels = task.token_labels(seq)
+            prediction = " ".join(str(t) for t in logits.argmax(-1)[0].tolist())
+            print(f"input  {' '.join(labels)}\noutput {prediction}")
+            at_layer, at_head = layer_slider.value, head_slider.value
+            display(plot_attention(attention[at_layer - 1, 0, at_head - 1], labels, labels,
+                                   title=f"layer {at_layer}, head {at_head}"))
+
+    for control in (layer_slider, head_slider, text):
+        control.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox([layer_slider, head_slider]), text, out])
