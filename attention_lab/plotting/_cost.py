@@ -42,7 +42,7 @@ def plot_time_vs_length(
 
     Shape: ``lengths`` (n,), each ``times_s[name]`` (n,) in seconds.
     """
-    from .bench import loglog_slope
+    from ..bench import loglog_slope
 
     fn = "plot_time_vs_length"
     fig, ax = _new_axes(ax, (6.0, 4.0))

@@ -167,7 +167,7 @@ def plot_rollout(
 
     Shape: attention ``(layers, h, i, j)`` or ``(layers, 1, h, i, j)``.
     """
-    from .model import attention_rollout
+    from ..model import attention_rollout
 
     fn = "plot_rollout"
     if not isinstance(attention, torch.Tensor):
