@@ -8,7 +8,7 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import TOL
+from _tolerances import TOL
 
 import attention_lab as al
 import attention_lab.block_sparse as block_sparse_module

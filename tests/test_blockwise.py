@@ -4,7 +4,7 @@ and causal setting; several query chunks; broadcasting; low precision; memory li
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import TOL
+from _tolerances import TOL
 
 import attention_lab as al
 import attention_lab.blockwise as blockwise_module

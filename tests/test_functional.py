@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import TOL
+from _tolerances import TOL
 
 import attention_lab as al
 

@@ -4,7 +4,7 @@ definition; fully padded sequences give zeros (outputs and gradients); the causa
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import TOL
+from _tolerances import TOL
 from torch import nn
 
 import attention_lab as al

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import TOL
+from _tolerances import TOL
 from torch import nn
 
 from attention_lab.model import TinyTransformer, attention_rollout

@@ -6,7 +6,7 @@ import math
 import matplotlib.pyplot as plt
 import pytest
 import torch
-from conftest import TOL
+from _tolerances import TOL
 from matplotlib.figure import Figure
 from torch import nn
 

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import TOL
+from _tolerances import TOL
 from torch import nn
 
 import attention_lab as al
