@@ -3,14 +3,10 @@ and hints name the concept without spelling out the solution code."""
 
 import pytest
 import torch
+from _check_helpers import accepts
 
 import attention_lab as al
 from attention_lab.checks import lesson00, lesson03, lesson04, lesson07
-
-
-def accepts(capsys, check, *args, **kwargs):
-    check(*args, **kwargs)
-    assert capsys.readouterr().out.startswith("Correct")
 
 
 def hint_of(check, *args, **kwargs) -> str:

@@ -2,19 +2,10 @@
 
 import pytest
 import torch
+from _check_helpers import accepts, rejects
 
 import attention_lab as al
 from attention_lab.checks import lesson03
-
-
-def accepts(capsys, check, *args, **kwargs):
-    check(*args, **kwargs)
-    assert capsys.readouterr().out.startswith("Correct")
-
-
-def rejects(check, *args, hint, **kwargs):
-    with pytest.raises(AssertionError, match="Not yet. Hint: .*" + hint):
-        check(*args, **kwargs)
 
 
 @pytest.fixture

@@ -1,20 +1,10 @@
 """Every exercise check of lesson 04 accepts right answers and rejects the common mistakes with their hints."""
 
-import pytest
 import torch
+from _check_helpers import accepts, rejects
 
 import attention_lab as al
 from attention_lab.checks import lesson04
-
-
-def accepts(capsys, check, *args, **kwargs):
-    check(*args, **kwargs)
-    assert capsys.readouterr().out.startswith("Correct")
-
-
-def rejects(check, *args, hint, **kwargs):
-    with pytest.raises(AssertionError, match="Not yet. Hint: .*" + hint):
-        check(*args, **kwargs)
 
 
 def test_causal_by_hand(capsys):

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _check_helpers import rejects
 
 from attention_lab.checks import lesson06 as check
 from attention_lab.memory import attention_memory_bytes
-
-
-def rejects(call, *args, match: str, **kwargs) -> None:
-    with pytest.raises(AssertionError, match="Not yet. Hint: .*" + match):
-        call(*args, **kwargs)
-
 
 # ---- score_count ----
 

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _check_helpers import rejects
 
 from attention_lab import BlockLayout
 from attention_lab.checks import lesson07 as check
-
-
-def rejects(call, *args, match: str, **kwargs) -> None:
-    with pytest.raises(AssertionError, match="Not yet. Hint: .*" + match):
-        call(*args, **kwargs)
 
 
 def accepted(capsys) -> bool:

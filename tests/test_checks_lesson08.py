@@ -6,15 +6,11 @@ import math
 
 import pytest
 import torch
+from _check_helpers import rejects
 
 from attention_lab.checks import lesson08 as check
 
 SCHEDULE = dict(peak_lr=0.05, warmup_steps=10, total_steps=100, steps=[0, 4, 9, 10, 55, 99])
-
-
-def rejects(call, *args, match: str, **kwargs) -> None:
-    with pytest.raises(AssertionError, match="Not yet. Hint: .*" + match):
-        call(*args, **kwargs)
 
 
 def right_lrs():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _check_helpers import rejects
 
 from attention_lab.checks import lesson09 as check
 from attention_lab.model import TinyTransformer, attention_rollout
@@ -17,11 +18,6 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def rejects(call, *args, match: str, **kwargs) -> None:
-    with pytest.raises(AssertionError, match="Not yet. Hint: .*" + match):
-        call(*args, **kwargs)
 
 
 @pytest.fixture(scope="module")

@@ -5,19 +5,9 @@ import math
 
 import pytest
 import torch
+from _check_helpers import accepts, rejects
 
 from attention_lab.checks import lesson00, lesson01, lesson02
-
-
-def accepts(capsys, check, *args, **kwargs):
-    check(*args, **kwargs)
-    assert capsys.readouterr().out.startswith("Correct")
-
-
-def rejects(check, *args, hint, **kwargs):
-    with pytest.raises(AssertionError, match=hint):
-        check(*args, **kwargs)
-
 
 # ---- lesson 00 ----
 
