@@ -11,13 +11,7 @@ from attention_lab.model import TinyTransformer, attention_rollout
 from attention_lab.tasks import Reversal, make_generator
 from attention_lab.training import evaluate
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

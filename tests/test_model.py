@@ -7,13 +7,7 @@ from torch import nn
 
 from attention_lab.model import TinyTransformer, attention_rollout
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def model(norm="pre", causal=False, layers=2, heads=2, d_model=12, vocab=7, max_len=9, seed=0):

@@ -10,14 +10,7 @@ from attention_lab.model import TinyTransformer
 from attention_lab.tasks import IGNORE_INDEX, PointerLookup, Reversal
 from attention_lab.training import History, evaluate, make_optimizer, train, warmup_schedule
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models run fastest on one thread (a second one only adds synchronisation); restore afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny(task, norm="pre", seed=0):
