@@ -23,6 +23,7 @@ __all__ = ["block_sparse_attention"]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 _TILE_ELEMENTS = 1 << 21  # scores computed at once: 8 MiB in fp32, small enough to stay in the CPU's cache
+_BAND_TILE_ELEMENTS = 3 << 17  # scores per group on the band path (1.5 MiB in fp32), measured
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,21 @@ class _Plan:
     hidden: torch.Tensor | None  # (r, q, C*k) bool: gathered keys a query may not see; None = it sees all
     hidden_any: list[bool]  # per query block: is any gathered key hidden from one of its queries?
     empty_rows: torch.Tensor | None  # (i,) bool: queries with no key at all (their output is 0); None = none
+
+
+@dataclass(frozen=True)
+class _BandPlan:
+    """A layout whose kept key blocks of row r are exactly r - before .. r + after (clipped to the sequence).
+
+    Such a band needs no gather: in K padded with ``before`` blocks in front, the keys of query block r are one
+    contiguous stretch of rows starting at block r, so a strided view serves every query block at once.
+    """
+
+    before: int
+    width: int  # C = before + 1 + after
+    hidden: torch.Tensor | None  # (r, q, C*k) bool in band order; None = every query sees every band key
+    hidden_any: list[bool]
+    empty_rows: torch.Tensor | None  # (i,) bool, as in _Plan
 
 
 _plans: weakref.WeakKeyDictionary[BlockLayout, dict[tuple[int, torch.device], _Plan]] = weakref.WeakKeyDictionary()
@@ -68,6 +84,105 @@ def _plan(layout: BlockLayout, n: int, device: torch.device) -> _Plan:
     return plan
 
 
+_band_plans: weakref.WeakKeyDictionary[BlockLayout, dict[tuple[int, torch.device], _BandPlan | None]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _band_plan(layout: BlockLayout, n: int, device: torch.device) -> _BandPlan | None:
+    """The band description of ``layout`` at length n, or None when its kept blocks are not one band per row."""
+    cache = _band_plans.setdefault(layout, {})
+    if (n, device) in cache:
+        return cache[(n, device)]
+    size, nb = layout.block_size, layout.n_blocks(n)
+    keep, lower = layout._blocks(nb)
+    plan = None
+    if bool(keep.any()):
+        offset = torch.arange(nb)[None, :] - torch.arange(nb)[:, None]  # (r, c): c - r
+        before, after = -int(offset[keep].min()), int(offset[keep].max())
+        if before >= 0 and after >= 0 and bool((keep == ((offset >= -before) & (offset <= after))).all()):
+            width = before + 1 + after
+            blocks = torch.arange(nb)[:, None] - before + torch.arange(width)  # (r, C)
+            query_pos = torch.arange(nb * size).view(nb, size, 1, 1)  # (r, q, 1, 1)
+            key_pos = (blocks[:, None, :, None] * size + torch.arange(size)).view(nb, 1, width, size)  # (r, 1, C, k)
+            on_diagonal = (blocks == torch.arange(nb)[:, None]).view(nb, 1, width, 1)
+            causal_cut = lower.view(nb, 1, 1, 1) & on_diagonal & (key_pos > query_pos)
+            allowed = (key_pos >= 0) & (key_pos < n) & ~causal_cut  # (r, q, C, k)
+            allowed = allowed.reshape(nb, size, width * size)  # (r, q, C*k)
+            empty = ~allowed.any(dim=-1)  # (r, q)
+            allowed = allowed | empty[..., None]
+            empty_rows = empty.flatten()[:n]
+            plan = _BandPlan(before=before, width=width,
+                             hidden=None if bool(allowed.all()) else (~allowed).to(device),
+                             hidden_any=(~allowed).flatten(1).any(dim=1).tolist(),
+                             empty_rows=empty_rows.to(device) if bool(empty_rows.any()) else None)
+    cache[(n, device)] = plan
+    return plan
+
+
+def _rows(x: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
+    """Rows lo..hi of a contiguous ``(m, d)`` tensor, zeros where outside 0..m; a view (no copy) when none is."""
+    if lo >= 0 and hi <= x.shape[0]:
+        return x[lo:hi]  # (hi - lo, d)
+    rows = x.new_zeros((hi - lo, x.shape[1]))  # (hi - lo, d)
+    rows[max(0, -lo):min(hi, x.shape[0]) - lo] = x[max(0, lo):min(hi, x.shape[0])]
+    return rows
+
+
+def _band_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: _BandPlan, size: int,
+                    nb: int) -> torch.Tensor:
+    """Forward only (no autograd): q, k, v ``(B, n, d)`` -> ``(B, n, dv)``, strided views instead of gathers.
+
+    K and V are taken as one long run of blocks, every head's ``r`` blocks after the other; the kept keys of query
+    block r of head h are then the ``C`` consecutive blocks starting at flat block ``h * r_total + r - before``, so
+    one strided view (overlapping rows, no copy) gives every query block of a group its ``(C*k, d)`` keys. Only a
+    group at either end copies its rows, to add zero blocks. Keys that a view takes from a neighbouring head or from
+    padding are hidden by the plan's mask. Scores live in one reused buffer, the softmax runs in place, and the
+    division by the row sums happens on the output.
+    """
+    batch, n, d = q.shape
+    dv = v.shape[-1]
+    before, width = plan.before, plan.width
+    blocks = batch * nb  # flat (head, query block) pairs
+
+    def flat_blocks(x: torch.Tensor) -> torch.Tensor:
+        """(B, n, d) -> (B*r*k, d), zero-padding each head to whole blocks."""
+        if nb * size == n:
+            return x.reshape(blocks * size, x.shape[-1])  # (B*r*k, d)
+        flat = x.new_zeros((batch, nb * size, x.shape[-1]))  # (B, r*k, d)
+        flat[:, :n] = x
+        return flat.view(blocks * size, x.shape[-1])  # (B*r*k, d)
+
+    q_blocks = flat_blocks(q).view(blocks, size, d)  # (B*r, q, d)
+    k_flat, v_flat = flat_blocks(k), flat_blocks(v)  # (B*r*k, d), (B*r*k, dv)
+    out = q.new_empty((blocks, size, dv))  # (B*r, q, dv)
+    scale = 1.0 / math.sqrt(d)
+    group = max(1, min(blocks, _BAND_TILE_ELEMENTS // (size * width * size)))
+    scores_buffer = q.new_empty(group * size * width * size)
+    hidden_blocks = [r for r, hidden in enumerate(plan.hidden_any) if hidden]
+    for first in range(0, blocks, group):
+        last = min(first + group, blocks)
+        g = last - first
+        lo, hi = (first - before) * size, (last - before + width - 1) * size
+        k_rows, v_rows = _rows(k_flat, lo, hi), _rows(v_flat, lo, hi)  # (rows, d), (rows, dv)
+        k_band = k_rows.as_strided((g, width * size, d), (size * d, d, 1), k_rows.storage_offset())  # (g, C*k, d)
+        v_band = v_rows.as_strided((g, width * size, dv), (size * dv, dv, 1),
+                                   v_rows.storage_offset())  # (g, C*k, dv)
+        scores = scores_buffer[: g * size * width * size].view(g, size, width * size)  # (g, q, C*k)
+        # baddbmm with beta=0 writes straight into the buffer (bmm's out= clears it first) and folds in the scale.
+        torch.baddbmm(scores, q_blocks[first:last], k_band.transpose(1, 2), beta=0.0, alpha=scale, out=scores)
+        for head in range(first // nb, (last - 1) // nb + 1):
+            for r in hidden_blocks:
+                if first <= head * nb + r < last:
+                    scores[head * nb + r - first].masked_fill_(plan.hidden[r], float("-inf"))
+        row_max = scores.amax(dim=-1, keepdim=True)  # (g, q, 1)
+        weights = scores.sub_(row_max).exp_()  # unnormalised, (g, q, C*k)
+        row_sum = weights.sum(dim=-1, keepdim=True)  # (g, q, 1)
+        out_group = out[first:last]  # (g, q, dv)
+        torch.baddbmm(out_group, weights, v_band, beta=0.0, out=out_group)
+        out_group.div_(row_sum)
+    return out.view(batch, nb * size, dv)[:, :n]  # (B, i, dv)
+
+
 def _blocks_of(x: torch.Tensor, size: int, pad: int) -> torch.Tensor:
     """(..., n, d) -> (..., r, size, d), zero-padding the sequence to a whole number of blocks."""
     if pad:
@@ -95,14 +210,24 @@ def block_sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, la
     if k.shape[-2] != n or n == 0:
         fail(fn, f"expected self-attention shapes with as many queries as keys (n >= 1), got q {tuple(q.shape)} and "
                  f"k {tuple(k.shape)}; use blockwise_attention for queries and keys of different lengths")
-    plan = _plan(layout, n, q.device)
     size = layout.block_size
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    if not needs_grad and q.dtype in (torch.float32, torch.float64) and q.dtype == k.dtype == v.dtype:
+        band = _band_plan(layout, n, q.device)
+        if band is not None:
+            # Forward only, for band layouts (local, sliding window): strided views instead of gathered copies.
+            q3, k3, v3 = (x.expand(*lead, *x.shape[-2:]).reshape(-1, *x.shape[-2:]) for x in (q, k, v))
+            out = _band_attention(q3, k3, v3, band, size, layout.n_blocks(n))  # (B, i, dv)
+            if band.empty_rows is not None:
+                out = out.masked_fill(band.empty_rows[:, None], 0.0)
+            return out.reshape(*lead, *out.shape[-2:])  # (..., i, dv)
+    plan = _plan(layout, n, q.device)
     pad = size * layout.n_blocks(n) - n
     q_blocks = _blocks_of(q * (1.0 / math.sqrt(q.shape[-1])), size, pad)  # (..., r, q, d)
     k_rows = _blocks_of(k, size, pad).flatten(-2)  # (..., r, q*d): one row per block, for index_select
     v_rows = _blocks_of(v, size, pad).flatten(-2)  # (..., r, q*dv)
     n_blocks, width = plan.key_blocks.shape
-    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     # Query blocks go in groups whose scores fit in the CPU cache (8 MiB): one huge score tensor would cost page
     # faults and trips to main memory that take longer than the arithmetic. Each group is one batched computation.
     group = max(1, _TILE_ELEMENTS // (math.prod(lead) * size * width * size))
