@@ -27,6 +27,7 @@ from ._checks import check_positive_int, check_qkv, fail
 __all__ = ["blockwise_attention"]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
+_RESCALE_MARGIN = 8.0  # the running max moves only when a block beats it by more (exp(8) ~ 3e3)
 _TILE_ELEMENTS = 1 << 20  # scores per tile: 4 MiB in fp32, small enough to stay in cache
 
 
@@ -53,7 +54,8 @@ def _block_scores(buffer: torch.Tensor, q_scaled: torch.Tensor, k_block: torch.T
     """
     rows, cols = q_scaled.shape[1], k_block.shape[1]
     scores = _tile(buffer, q_scaled.shape[0], rows, cols)  # (B, i', jb)
-    torch.bmm(q_scaled, k_block.transpose(1, 2), out=scores)
+    # baddbmm with beta=0 writes straight into the buffer; bmm's out= clears it first, a wasted pass.
+    torch.baddbmm(scores, q_scaled, k_block.transpose(1, 2), beta=0.0, out=scores)
     if causal_offset is not None and causal_offset < cols - 1:  # else every key is at or before every query
         scores.masked_fill_(_future_keys(rows, cols, causal_offset, scores.device), float("-inf"))
     return scores
@@ -80,21 +82,33 @@ class _BlockwiseAttention(torch.autograd.Function):
         for q_start in range(0, n_q, chunk):
             q_stop = min(q_start + chunk, n_q)
             q_chunk = q_scaled[:, q_start:q_stop]  # (B, i', d)
-            row_max = q.new_full((batch, q_stop - q_start, 1), float("-inf"))  # m, (B, i', 1)
-            row_sum = q.new_zeros((batch, q_stop - q_start, 1))  # l, (B, i', 1)
             # Contiguous, so that each update is one batched matmul (a slice of out would be one matmul per batch).
-            acc = q.new_zeros((batch, q_stop - q_start, v.shape[-1]))  # (B, i', dv)
+            acc = q.new_empty((batch, q_stop - q_start, v.shape[-1]))  # (B, i', dv)
+            row_max = row_sum = None  # m and l, (B, i', 1) each, set by the first block
             # With a causal mask, keys after the chunk's last query are never visible: stop before them.
             k_stop_all = min(n_k, q_stop) if causal else n_k
             for start in range(0, k_stop_all, block_size):
                 stop = min(start + block_size, n_k)
                 scores = _block_scores(buffer, q_chunk, k[:, start:stop], q_start - start if causal else None)
-                new_max = torch.maximum(row_max, scores.amax(dim=-1, keepdim=True))  # (B, i', 1)
-                weights = scores.sub_(new_max).exp_()  # unnormalised exp(alpha - m'), (B, i', jb)
-                rescale = torch.exp(row_max - new_max)  # (B, i', 1); exp(-inf) = 0 on the first block
-                row_sum.mul_(rescale).add_(weights.sum(dim=-1, keepdim=True))
-                acc.mul_(rescale).baddbmm_(weights, v[:, start:stop])
-                row_max = new_max
+                block_max = scores.amax(dim=-1, keepdim=True)  # (B, i', 1)
+                if row_max is None:  # first block: key 0 is visible to every query, so every row max is finite
+                    row_max = block_max
+                elif bool((block_max > row_max + _RESCALE_MARGIN).any()):
+                    # Lazy rescaling: m only moves when a block beats it by more than the margin, so most blocks
+                    # skip the rescale of l and acc. exp(alpha - m) stays below e^margin, far from overflow, and
+                    # the result is unchanged (the softmax does not depend on which m is subtracted).
+                    new_max = torch.maximum(row_max, block_max)  # (B, i', 1)
+                    rescale = torch.exp(row_max - new_max)  # (B, i', 1)
+                    row_sum.mul_(rescale)
+                    acc.mul_(rescale)
+                    row_max = new_max
+                weights = scores.sub_(row_max).exp_()  # unnormalised exp(alpha - m), (B, i', jb)
+                if row_sum is None:
+                    row_sum = weights.sum(dim=-1, keepdim=True)  # (B, i', 1)
+                    torch.baddbmm(acc, weights, v[:, start:stop], beta=0.0, out=acc)
+                else:
+                    row_sum.add_(weights.sum(dim=-1, keepdim=True))
+                    acc.baddbmm_(weights, v[:, start:stop])
             out[:, q_start:q_stop] = acc.div_(row_sum)
             logsumexp[:, q_start:q_stop] = row_max.add_(row_sum.log_())
         ctx.save_for_backward(q, k, v, out, logsumexp)
@@ -131,7 +145,7 @@ class _BlockwiseAttention(torch.autograd.Function):
                 g_out = grad_out[:, q_start:q_stop]  # (B, i', dv)
                 grad_v[:, start:stop].baddbmm_(weights.transpose(1, 2), g_out)  # (B, jb, dv)
                 grad_scores = _tile(grad_buffer, *weights.shape)  # (B, i', jb)
-                torch.bmm(g_out, v_block.transpose(1, 2), out=grad_scores)
+                torch.baddbmm(grad_scores, g_out, v_block.transpose(1, 2), beta=0.0, out=grad_scores)
                 grad_scores.sub_(row_dot[:, q_start:q_stop]).mul_(weights)
                 grad_q[:, q_start:q_stop].baddbmm_(grad_scores, k_block)  # (B, i', d)
                 grad_k[:, start:stop].baddbmm_(grad_scores.transpose(1, 2), q_scaled[:, q_start:q_stop])
