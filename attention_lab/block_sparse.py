@@ -5,6 +5,9 @@ invalid), gather the listed key and value blocks next to each query block, and t
 batched over all query blocks at once: one matmul for the scores, one masked softmax over all kept keys of a row,
 one matmul with the values. There is no Python loop over blocks, and for local or sliding layouts the work grows
 linearly with the sequence length instead of quadratically. Autograd differentiates it like any other tensor code.
+
+Without autograd, layouts whose kept blocks form one band per row (local, sliding window) take a faster path: the
+keys of consecutive query blocks overlap in one stretch of K, so strided views replace the gathered copies.
 """
 
 from __future__ import annotations
