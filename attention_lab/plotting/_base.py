@@ -74,3 +74,13 @@ def _set_token_ticks(fn: str, ax: Axes, axis: str, n: int, labels: Sequence[str]
         step = max(1, n // 8)
         positions = list(range(0, n, step))
         set_ticks(positions, [str(p) for p in positions])
+
+
+def _finish_axes(ax: Axes, *, xlabel: str, ylabel: str, title: str | None, grid_axis: str = "both") -> None:
+    """Labels, optional title, a light grid and a small legend: the common ending of the line and bar plots."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(True, axis=grid_axis, which="major", alpha=0.3)
+    ax.legend(fontsize=8)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ._base import _new_axes
+from ._base import _finish_axes, _new_axes
 
 _COST_MARKERS = ("o", "s", "^", "D", "v")
 
@@ -54,12 +54,7 @@ def plot_time_vs_length(
             label += f" (slope {loglog_slope([n for n, _ in fit], [t for _, t in fit]):.2f})"
         ax.plot(lengths, ms, marker=_COST_MARKERS[index % len(_COST_MARKERS)], label=label)
     _length_axis(ax, lengths)
-    ax.set_xlabel("sequence length n (tokens)")
-    ax.set_ylabel("time per call (ms)")
-    if title:
-        ax.set_title(title)
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8)
+    _finish_axes(ax, xlabel="sequence length n (tokens)", ylabel="time per call (ms)", title=title)
     return fig
 
 
@@ -84,12 +79,7 @@ def plot_memory_vs_length(
         predicted = _series(fn, lengths, predicted_bytes, "predicted_bytes")
         ax.plot(lengths, [b / 2**20 for b in predicted], linestyle="--", color="black", label="arithmetic")
     _length_axis(ax, lengths)
-    ax.set_xlabel("sequence length n (tokens)")
-    ax.set_ylabel("peak memory (MiB)")
-    if title:
-        ax.set_title(title)
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8)
+    _finish_axes(ax, xlabel="sequence length n (tokens)", ylabel="peak memory (MiB)", title=title)
     return fig
 
 

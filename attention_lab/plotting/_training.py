@@ -8,7 +8,7 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ._base import WEIGHTS_CMAP, _new_axes, _set_token_ticks
+from ._base import WEIGHTS_CMAP, _finish_axes, _new_axes, _set_token_ticks
 from ._weights import plot_attention
 
 # Okabe-Ito: distinguishable with every common colour-vision deficiency; dashes add a second cue.
@@ -144,12 +144,8 @@ def plot_layer_grad_norms(
         ax.bar(offsets, means, width=width, label=label, color=_RUN_COLOURS[index % len(_RUN_COLOURS)],
                hatch=("", "//", "..", "xx")[index % 4], edgecolor="white")
     ax.set_xticks(range(len(parts)), [p.replace("_", " ") for p in parts], rotation=30, ha="right")
-    ax.set_xlabel("part of the model (input -> output)")
-    ax.set_ylabel(f"mean gradient norm, steps 1-{first}")
-    if title:
-        ax.set_title(title)
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
+    _finish_axes(ax, xlabel="part of the model (input -> output)", ylabel=f"mean gradient norm, steps 1-{first}",
+                 title=title, grid_axis="y")
     return fig
 
 
