@@ -158,7 +158,9 @@ def _band_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: _Ba
     q_blocks = flat_blocks(q).view(blocks, size, d)  # (B*r, q, d)
     k_flat, v_flat = flat_blocks(k), flat_blocks(v)  # (B*r*k, d), (B*r*k, dv)
     out = q.new_empty((blocks, size, dv))  # (B*r, q, dv)
-    scale = 1.0 / math.sqrt(d)
+    # Scores are kept in base 2 (times log2 e), so that exp2, about twice as fast as exp on CPUs, gives the
+    # same weights: 2^(s log2 e - m log2 e) = e^(s - m). FlashAttention does the same.
+    scale = math.log2(math.e) / math.sqrt(d)
     group = max(1, min(blocks, _BAND_TILE_ELEMENTS // (size * width * size)))
     scores_buffer = q.new_empty(group * size * width * size)
     hidden_blocks = [r for r, hidden in enumerate(plan.hidden_any) if hidden]
@@ -178,7 +180,7 @@ def _band_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: _Ba
                 if first <= head * nb + r < last:
                     scores[head * nb + r - first].masked_fill_(plan.hidden[r], float("-inf"))
         row_max = scores.amax(dim=-1, keepdim=True)  # (g, q, 1)
-        weights = scores.sub_(row_max).exp_()  # unnormalised, (g, q, C*k)
+        weights = scores.sub_(row_max).exp2_()  # unnormalised, (g, q, C*k)
         row_sum = weights.sum(dim=-1, keepdim=True)  # (g, q, 1)
         out_group = out[first:last]  # (g, q, dv)
         torch.baddbmm(out_group, weights, v_band, beta=0.0, out=out_group)
