@@ -196,7 +196,7 @@ def main() -> None:
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--block-sizes", type=int, nargs="+", default=[128, 256, 512],
-                        help="blockwise block sizes for target 2 (the sweep uses the last one)")
+                        help="blockwise block sizes for target 2 (the sweep uses the first one)")
     parser.add_argument("--no-flex", action="store_true", help="skip FlexAttention (no torch.compile)")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
@@ -210,7 +210,7 @@ def main() -> None:
         target_block_sparse(args.rounds, not args.no_flex)
         target_blockwise(args.rounds, args.block_sizes)
     if args.sweep or both:
-        sweep(args.lengths, max(1, args.rounds // 2), not args.no_flex, args.block_sizes[-1])
+        sweep(args.lengths, max(1, args.rounds // 2), not args.no_flex, args.block_sizes[0])
 
 
 if __name__ == "__main__":

@@ -113,6 +113,35 @@ def test_large_scores_stay_finite():
     torch.testing.assert_close(out, expected, **F32)
 
 
+@pytest.mark.parametrize("step", [0.5, 5.0, 50.0])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_rising_scores_move_the_running_max(step, dtype):
+    """Key block c is shifted by c * step along the queries' direction, so for half of the queries every block scores
+    higher than the one before (by less than, about, and far more than the rescale margin), and for the other half
+    lower: the running maximum moves in some rows and not in others. Values and gradients agree with fp64 dense
+    attention: to fp64 tolerance in fp64, and in fp32 no worse than twice PyTorch's own fp32 error (scores reach
+    several hundred there, so fp32 rounding of the scores alone costs about 1e-5).
+    """
+    q, k, v = qkv(2, i=24, j=64, dtype=dtype)
+    q = q.abs() * torch.where(torch.arange(24) < 12, 1.0, -1.0).to(dtype)[:, None]  # (b, i, d)
+    k = k + step * (torch.arange(64) // 8).to(dtype)[:, None]  # block c of 8 keys shifted by c * step
+    weights = torch.randn(2, 24, 3, dtype=torch.float64)
+
+    def value_and_grads(attention, *tensors):
+        tensors = [t.detach().requires_grad_(True) for t in tensors]
+        out = attention(*tensors)
+        return [out.double(), *(g.double() for g in torch.autograd.grad((out.double() * weights).sum(), tensors))]
+
+    ours = value_and_grads(lambda q, k, v: al.blockwise_attention(q, k, v, block_size=8), q, k, v)
+    exact = value_and_grads(F.scaled_dot_product_attention, q.double(), k.double(), v.double())
+    pytorch = value_and_grads(F.scaled_dot_product_attention, q, k, v)
+    for got, want, theirs in zip(ours, exact, pytorch):
+        if dtype == torch.float64:
+            torch.testing.assert_close(got, want, **F64)
+        else:
+            assert (got - want).abs().max() <= 2 * (theirs - want).abs().max() + F32["atol"]
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_low_precision(dtype):
     q, k, v = qkv(2, 2, i=50, j=50, d=8, dv=8, dtype=dtype)
