@@ -75,6 +75,37 @@ def test_groups_of_query_blocks(name, small_groups):
     torch.testing.assert_close(al.block_sparse_attention(q, k, v, layout), dense(q, k, v, layout), **F64)
 
 
+BAND_LAYOUTS = ["local", "sliding", "sliding2", "sliding_causal", "causal"]
+
+
+@pytest.mark.parametrize("name", BAND_LAYOUTS)
+@pytest.mark.parametrize("n", LENGTHS + [160])
+@pytest.mark.parametrize("group", [1, 2, 3, None])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_band_path_equals_dense(name, n, group, dtype, monkeypatch):
+    """Without autograd, layouts whose kept blocks form one band per row take the band path (strided views over
+    K and V). Groups of 1, 2 or 3 query blocks (None: the default size) put group edges everywhere: inside a head,
+    across two heads (6 of them here) and at both zero-padded ends."""
+    layout = layouts(16)[name]
+    plan = block_sparse_module._band_plan(layout, n, torch.device("cpu"))
+    assert plan is not None, f"{name} should be a band layout"
+    if group is not None:
+        monkeypatch.setattr(block_sparse_module, "_BAND_TILE_ELEMENTS", group * 16 * plan.width * 16)
+    calls = []
+    band_attention = block_sparse_module._band_attention
+    monkeypatch.setattr(block_sparse_module, "_band_attention", lambda *args: calls.append(1) or band_attention(*args))
+    q, k, v = qkv(2, 3, n=n, dtype=dtype)
+    with torch.no_grad():
+        out = al.block_sparse_attention(q, k, v, layout)
+    assert calls, "the band path did not run"
+    torch.testing.assert_close(out, dense(q, k, v, layout), **TOL[dtype])
+
+
+@pytest.mark.parametrize("name", ["strided", "global", "random", "sliding|global", "strided&causal"])
+def test_other_layouts_are_not_bands(name):
+    assert block_sparse_module._band_plan(layouts(16)[name], 257, torch.device("cpu")) is None
+
+
 @pytest.mark.parametrize("block_size", [1, 3, 128])
 def test_odd_block_sizes(block_size):
     layout = BlockLayout.sliding_window(block_size, 1, causal=True) | BlockLayout.strided(block_size, 4)
