@@ -158,7 +158,7 @@ def _band_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: _Ba
     q_blocks = flat_blocks(q).view(blocks, size, d)  # (B*r, q, d)
     k_flat, v_flat = flat_blocks(k), flat_blocks(v)  # (B*r*k, d), (B*r*k, dv)
     out = q.new_empty((blocks, size, dv))  # (B*r, q, dv)
-    # Scores are kept in base 2 (times log2 e), so that exp2, about twice as fast as exp on CPUs, gives the
+    # Scores are kept in base 2 (times log2 e), so that exp2, nearly twice as fast as exp on CPUs, gives the
     # same weights: 2^(s log2 e - m log2 e) = e^(s - m). FlashAttention does the same.
     scale = math.log2(math.e) / math.sqrt(d)
     group = max(1, min(blocks, _BAND_TILE_ELEMENTS // (size * width * size)))

@@ -62,7 +62,7 @@ def _block_scores(tiles: _Tiles, q_scaled: torch.Tensor, k_block_t: torch.Tensor
     """Scores of queries against one key block in base 2 (times log2 e), future keys at -inf when ``causal_offset``
     is given; ``k_block_t`` is the key block transposed, ``(B, d, jb)``.
 
-    Base 2 because ``exp2`` is about twice as fast as ``exp`` on CPUs and 2^(s log2 e) = e^s: every exp of the
+    Base 2 because ``exp2`` is nearly twice as fast as ``exp`` on CPUs and 2^(s log2 e) = e^s: every exp of the
     algorithm becomes an exp2 of a base-2 score, with the same weights (FlashAttention does the same).
     ``causal_offset`` is the first query's position minus the first key's position.
     """
