@@ -1,17 +1,22 @@
 """Block-sparse attention: compute only the (query block, key block) pairs a :class:`BlockLayout` keeps.
 
-Every query block r keeps a short list of key blocks. We pad those lists to the longest one (marking the padding
-invalid), gather the listed key and value blocks next to each query block, and then do what dense attention does,
-batched over all query blocks at once: one matmul for the scores, one masked softmax over all kept keys of a row,
-one matmul with the values. There is no Python loop over blocks, and for local or sliding layouts the work grows
-linearly with the sequence length instead of quadratically. Autograd differentiates it like any other tensor code.
+Every query block r keeps a list of key blocks. Query blocks are sorted by the length of their list and taken in
+groups of similar length; within a group the lists are padded to the longest one (the padding masked), the listed
+key and value blocks are gathered next to each query block, and then the group does what dense attention does,
+batched: one matmul for the scores, one masked softmax over all kept keys of a row, one matmul with the values.
+Sorting keeps the padding small when the lists differ (a global block keeps every key block, its neighbours keep
+three), so the work follows the number of kept blocks: for local or sliding layouts it grows linearly with the
+sequence length instead of quadratically. The Python loop runs over groups, never over single blocks. Autograd
+differentiates it like any other tensor code.
 
-Without autograd, layouts whose kept blocks form one band per row (local, sliding window) take a faster path: the
-keys of consecutive query blocks overlap in one stretch of K, so strided views replace the gathered copies.
+Without autograd, layouts whose kept blocks form one narrow band per row (local, sliding window) take a faster
+path: the keys of consecutive query blocks overlap in one stretch of K, so strided views replace the gathered
+copies.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import weakref
 from dataclasses import dataclass
@@ -31,11 +36,18 @@ _BAND_TILE_ELEMENTS = 3 << 18  # scores per group on the band path (3 MiB in fp3
 
 @dataclass(frozen=True)
 class _Plan:
-    """Everything about one (layout, n) that does not depend on the data, computed once."""
+    """Everything about one (layout, n) that does not depend on the data, computed once.
 
-    key_blocks: torch.Tensor  # (r, C) long: the kept key blocks of each query block, padded with block 0
-    hidden: torch.Tensor | None  # (r, q, C*k) bool: gathered keys a query may not see; None = it sees all
-    hidden_any: list[bool]  # per query block: is any gathered key hidden from one of its queries?
+    Query blocks are stored sorted by how many key blocks they keep (``order``), so that groups of consecutive
+    rows have lists of similar length; ``inverse`` puts the outputs back in sequence order.
+    """
+
+    order: torch.Tensor | None  # (r,) long: query blocks by increasing count; None = already in that order
+    inverse: torch.Tensor | None  # (r,) long: position of each query block in ``order``
+    counts: list[int]  # kept key blocks per query block, in ``order``
+    key_blocks: torch.Tensor  # (r, C) long: kept key blocks of each (sorted) query block, padded with block 0
+    hidden: torch.Tensor | None  # (r, q, C, k) bool: gathered keys a query may not see; None = it sees all
+    hidden_any: list[bool]  # per (sorted) query block: is any gathered key hidden from one of its queries?
     empty_rows: torch.Tensor | None  # (i,) bool: queries with no key at all (their output is 0); None = none
 
 
@@ -74,14 +86,18 @@ def _plan(layout: BlockLayout, n: int, device: torch.device) -> _Plan:
     on_diagonal = (key_blocks == torch.arange(nb)[:, None]).view(nb, 1, width, 1)
     causal_cut = lower.view(nb, 1, 1, 1) & on_diagonal & (key_pos > query_pos)
     allowed = valid.view(nb, 1, width, 1) & (key_pos < n) & ~causal_cut  # (r, q, C, k)
-    allowed = allowed.reshape(nb, size, width * size)  # (r, q, C*k)
-    empty = ~allowed.any(dim=-1)  # (r, q)
+    empty = ~allowed.flatten(2).any(dim=-1)  # (r, q)
     # An empty row would be all -inf (softmax gives NaN); let it see everything and zero its output afterwards.
-    allowed = allowed | empty[..., None]
+    allowed = allowed | empty[..., None, None]
     empty_rows = empty.flatten()[:n]
-    plan = _Plan(key_blocks=key_blocks.to(device),
-                 hidden=None if bool(allowed.all()) else (~allowed).to(device),
-                 hidden_any=(~allowed).flatten(1).any(dim=1).tolist(),
+    order = torch.argsort(counts, stable=True)  # (r,)
+    identity = bool((order == torch.arange(nb)).all())
+    plan = _Plan(order=None if identity else order.to(device),
+                 inverse=None if identity else torch.argsort(order).to(device),
+                 counts=counts[order].tolist(),
+                 key_blocks=key_blocks[order].to(device),
+                 hidden=None if bool(allowed.all()) else (~allowed[order]).to(device),
+                 hidden_any=(~allowed[order]).flatten(1).any(dim=1).tolist(),
                  empty_rows=empty_rows.to(device) if bool(empty_rows.any()) else None)
     cache[(n, device)] = plan
     return plan
@@ -91,8 +107,13 @@ _band_plans: weakref.WeakKeyDictionary[BlockLayout, dict[tuple[int, torch.device
     weakref.WeakKeyDictionary())
 
 
+_BAND_WASTE = 1.5  # a band is worth it while it computes at most 1.5 times the kept block pairs
+
+
 def _band_plan(layout: BlockLayout, n: int, device: torch.device) -> _BandPlan | None:
-    """The band description of ``layout`` at length n, or None when its kept blocks are not one band per row."""
+    """The band description of ``layout`` at length n, or None when its kept blocks are not one band per row, or
+    when the band is so wide (a causal layout, a window as long as the sequence) that computing it whole would
+    cost more than ``_BAND_WASTE`` times the kept blocks: the sorted groups of the general path waste less."""
     cache = _band_plans.setdefault(layout, {})
     if (n, device) in cache:
         return cache[(n, device)]
@@ -102,8 +123,9 @@ def _band_plan(layout: BlockLayout, n: int, device: torch.device) -> _BandPlan |
     if bool(keep.any()):
         offset = torch.arange(nb)[None, :] - torch.arange(nb)[:, None]  # (r, c): c - r
         before, after = -int(offset[keep].min()), int(offset[keep].max())
-        if before >= 0 and after >= 0 and bool((keep == ((offset >= -before) & (offset <= after))).all()):
-            width = before + 1 + after
+        width = before + 1 + after
+        if (before >= 0 and after >= 0 and bool((keep == ((offset >= -before) & (offset <= after))).all())
+                and width * nb <= _BAND_WASTE * int(keep.sum())):
             blocks = torch.arange(nb)[:, None] - before + torch.arange(width)  # (r, C)
             query_pos = torch.arange(nb * size).view(nb, size, 1, 1)  # (r, q, 1, 1)
             key_pos = (blocks[:, None, :, None] * size + torch.arange(size)).view(nb, 1, width, size)  # (r, 1, C, k)
@@ -120,6 +142,24 @@ def _band_plan(layout: BlockLayout, n: int, device: torch.device) -> _BandPlan |
                              empty_rows=empty_rows.to(device) if bool(empty_rows.any()) else None)
     cache[(n, device)] = plan
     return plan
+
+
+def _groups(counts: list[int], scores_per_pair: int) -> list[tuple[int, int, int]]:
+    """Runs ``(first, last, width)`` of query blocks (sorted by count) computed together, padded to ``width``.
+
+    A run grows while its scores fit in ``_TILE_ELEMENTS`` (one huge score tensor would cost page faults and trips
+    to main memory that take longer than the arithmetic) and while its longest list is at most a quarter longer
+    than its shortest (so padding wastes little).
+    """
+    runs, first = [], 0
+    while first < len(counts):
+        shortest, last = max(counts[first], 1), first + 1
+        while (last < len(counts) and max(counts[last], 1) <= shortest + shortest // 4
+               and (last + 1 - first) * max(counts[last], 1) * scores_per_pair <= _TILE_ELEMENTS):
+            last += 1
+        runs.append((first, last, max(counts[last - 1], 1)))
+        first = last
+    return runs
 
 
 def _rows(x: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
@@ -163,7 +203,9 @@ def _band_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: _Ba
     scale = math.log2(math.e) / math.sqrt(d)
     group = max(1, min(blocks, _BAND_TILE_ELEMENTS // (size * width * size)))
     scores_buffer = q.new_empty(group * size * width * size)
-    hidden_blocks = [r for r, hidden in enumerate(plan.hidden_any) if hidden]
+    # Flat block indices (head * r + query block) whose scores need a mask: one gather and one scatter per group.
+    hidden_blocks = torch.tensor([r for r, hidden in enumerate(plan.hidden_any) if hidden], dtype=torch.long)
+    hidden_flat = (torch.arange(batch)[:, None] * nb + hidden_blocks).flatten().tolist()  # increasing
     for first in range(0, blocks, group):
         last = min(first + group, blocks)
         g = last - first
@@ -175,10 +217,15 @@ def _band_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: _Ba
         scores = scores_buffer[: g * size * width * size].view(g, size, width * size)  # (g, q, C*k)
         # baddbmm with beta=0 writes straight into the buffer (bmm's out= clears it first) and folds in the scale.
         torch.baddbmm(scores, q_blocks[first:last], k_band.transpose(1, 2), beta=0.0, alpha=scale, out=scores)
-        for head in range(first // nb, (last - 1) // nb + 1):
-            for r in hidden_blocks:
-                if first <= head * nb + r < last:
-                    scores[head * nb + r - first].masked_fill_(plan.hidden[r], float("-inf"))
+        lo_mask, hi_mask = bisect.bisect_left(hidden_flat, first), bisect.bisect_left(hidden_flat, last)
+        if hi_mask > lo_mask:
+            flat = torch.tensor(hidden_flat[lo_mask:hi_mask], device=scores.device)  # (m,) flat block indices
+            mask = plan.hidden[flat % nb]  # (m, q, C*k)
+            if hi_mask - lo_mask == g:  # every block of the group (a causal band): in place
+                scores.masked_fill_(mask, float("-inf"))
+            else:  # a few edge blocks: gather, mask, put back
+                local = flat - first
+                scores[local] = scores[local].masked_fill(mask, float("-inf"))
         row_max = scores.amax(dim=-1, keepdim=True)  # (g, q, 1)
         weights = scores.sub_(row_max).exp2_()  # unnormalised, (g, q, C*k)
         row_sum = weights.sum(dim=-1, keepdim=True)  # (g, q, 1)
@@ -232,27 +279,30 @@ def block_sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, la
     q_blocks = _blocks_of(q * (1.0 / math.sqrt(q.shape[-1])), size, pad)  # (..., r, q, d)
     k_rows = _blocks_of(k, size, pad).flatten(-2)  # (..., r, q*d): one row per block, for index_select
     v_rows = _blocks_of(v, size, pad).flatten(-2)  # (..., r, q*dv)
-    n_blocks, width = plan.key_blocks.shape
-    # Query blocks go in groups whose scores fit in the CPU cache (8 MiB): one huge score tensor would cost page
-    # faults and trips to main memory that take longer than the arithmetic. Each group is one batched computation.
-    group = max(1, _TILE_ELEMENTS // (math.prod(lead) * size * width * size))
     outputs = []
-    for first in range(0, n_blocks, group):
-        last = min(first + group, n_blocks)
-        kept = plan.key_blocks[first:last].flatten()  # (g*C,)
-        # Gather, next to each query block, the key and value blocks it keeps.
+    for first, last, width in _groups(plan.counts, math.prod(lead) * size * size):
+        # Gather, next to each query block, the key and value blocks it keeps (the first ``width`` of each list).
+        kept = plan.key_blocks[first:last, :width].flatten()  # (g*C,)
         k_kept = k_rows.index_select(-2, kept).view(*k_rows.shape[:-2], last - first, width * size, -1)
         v_kept = v_rows.index_select(-2, kept).view(*v_rows.shape[:-2], last - first, width * size, -1)
-        scores = q_blocks[..., first:last, :, :] @ k_kept.transpose(-2, -1)  # (..., g, q, C*k)
+        if plan.order is None:
+            q_group = q_blocks[..., first:last, :, :]  # (..., g, q, d)
+        else:
+            q_group = q_blocks.index_select(-3, plan.order[first:last])  # (..., g, q, d)
+        scores = q_group @ k_kept.transpose(-2, -1)  # (..., g, q, C*k)
         if plan.hidden is not None and any(plan.hidden_any[first:last]):
+            hidden = plan.hidden[first:last, :, :width].flatten(-2)  # (g, q, C*k)
             # In place is safe: the matmul's backward needs its inputs, not its output.
-            scores.masked_fill_(plan.hidden[first:last], float("-inf"))
+            scores.masked_fill_(hidden, float("-inf"))
         if scores.dtype in _LOW_PRECISION:
             weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype)
         else:
             weights = torch.softmax(scores, dim=-1)  # (..., g, q, C*k)
         outputs.append(weights @ v_kept)  # (..., g, q, dv)
-    out = torch.cat(outputs, dim=-3).flatten(-3, -2) if len(outputs) > 1 else outputs[0].flatten(-3, -2)
+    out = torch.cat(outputs, dim=-3) if len(outputs) > 1 else outputs[0]  # (..., r, q, dv), sorted query blocks
+    if plan.inverse is not None:
+        out = out.index_select(-3, plan.inverse)  # (..., r, q, dv), in sequence order
+    out = out.flatten(-3, -2)  # (..., r*q, dv)
     if pad:
         out = out[..., :n, :]  # (..., i, dv)
     if plan.empty_rows is not None:

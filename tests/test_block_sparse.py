@@ -75,7 +75,7 @@ def test_groups_of_query_blocks(name, small_groups):
     torch.testing.assert_close(al.block_sparse_attention(q, k, v, layout), dense(q, k, v, layout), **F64)
 
 
-BAND_LAYOUTS = ["local", "sliding", "sliding2", "sliding_causal", "causal"]
+BAND_LAYOUTS = ["local", "sliding", "sliding2", "sliding_causal"]
 
 
 @pytest.mark.parametrize("name", BAND_LAYOUTS)
@@ -101,9 +101,33 @@ def test_band_path_equals_dense(name, n, group, dtype, monkeypatch):
     torch.testing.assert_close(out, dense(q, k, v, layout), **TOL[dtype])
 
 
-@pytest.mark.parametrize("name", ["strided", "global", "random", "sliding|global", "strided&causal"])
-def test_other_layouts_are_not_bands(name):
+@pytest.mark.parametrize("name", ["strided", "global", "random", "sliding|global", "strided&causal", "causal"])
+def test_other_layouts_take_the_general_path(name):
+    """Not one band per row, or (causal) a band so wide that computing it whole would double the work."""
     assert block_sparse_module._band_plan(layouts(16)[name], 257, torch.device("cpu")) is None
+
+
+@pytest.mark.parametrize("name", list(layouts(16)))
+@pytest.mark.parametrize("n", [1, 97, 2048])
+def test_work_follows_the_kept_blocks(name, n):
+    """The general path sorts query blocks by how many key blocks they keep and pads only within groups of similar
+    count: the block pairs it computes stay within a quarter of the kept pairs (plus one per empty row), even when a
+    global block keeps every key block while its neighbours keep three."""
+    layout = layouts(16)[name]
+    plan = block_sparse_module._plan(layout, n, torch.device("cpu"))
+    kept = int(layout.block_mask(n).sum())
+    assert sum(plan.counts) == kept
+    groups = block_sparse_module._groups(plan.counts, 6 * 16 * 16)  # 6 heads
+    assert [first for first, _, _ in groups] == [0] + [last for _, last, _ in groups[:-1]]  # contiguous runs
+    assert groups[-1][1] == layout.n_blocks(n)
+    computed = 0
+    for first, last, width in groups:
+        assert width == max(max(plan.counts[first:last]), 1)
+        assert last - first == 1 or (last - first) * width * 6 * 16 * 16 <= block_sparse_module._TILE_ELEMENTS
+        computed += (last - first) * width
+    assert computed <= 1.25 * kept + plan.counts.count(0)  # an empty row computes one (masked) block
+    if name in ("global", "sliding|global") and n == 2048:  # padding every row to the longest would be dense
+        assert computed < 0.2 * layout.n_blocks(n) * max(plan.counts)
 
 
 @pytest.mark.parametrize("block_size", [1, 3, 128])
