@@ -3,7 +3,8 @@
 Dense attention writes the whole score matrix alpha_{i,j} (i x j numbers per head) before the softmax. Here the keys
 are visited in blocks of ``block_size``. For every query row we keep three running quantities,
 
-* ``m``: the largest score seen so far (so ``exp`` never overflows),
+* ``m``: the largest score seen so far (so ``exp`` never overflows; the code lets it lag behind by a margin, see
+  *lazy rescaling* in the forward pass),
 * ``l``: the sum of ``exp(alpha_{i,j} - m)`` over the keys seen so far,
 * ``acc``: the sum of ``exp(alpha_{i,j} - m) v^j`` over the keys seen so far,
 
