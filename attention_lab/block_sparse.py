@@ -203,9 +203,9 @@ def _band_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: _Ba
     scale = math.log2(math.e) / math.sqrt(d)
     group = max(1, min(blocks, _BAND_TILE_ELEMENTS // (size * width * size)))
     scores_buffer = q.new_empty(group * size * width * size)
-    # Flat block indices (head * r + query block) whose scores need a mask: one gather and one scatter per group.
-    hidden_blocks = torch.tensor([r for r, hidden in enumerate(plan.hidden_any) if hidden], dtype=torch.long)
-    hidden_flat = (torch.arange(batch)[:, None] * nb + hidden_blocks).flatten().tolist()  # increasing
+    # Flat block indices (head * r + query block) whose scores need a mask, in increasing order for bisect: one
+    # gather and one scatter per group.
+    hidden_flat = [head * nb + r for head in range(batch) for r, hidden in enumerate(plan.hidden_any) if hidden]
     for first in range(0, blocks, group):
         last = min(first + group, blocks)
         g = last - first

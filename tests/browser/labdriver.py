@@ -307,13 +307,7 @@ class LabServer:
                 pass
         self._terminate()
         # Kernels run in their own process groups; end any the server left behind, by pid.
-        leftovers = [p for p in self._seen.values() if _alive(p)]
-        for proc in leftovers:
-            try:
-                proc.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(leftovers, timeout=5)
+        _kill([p for p in self._seen.values() if _alive(p)])
         if self._log is not None:
             self._log.close()
         problems = [f"process {p.pid} still running" for p in self._seen.values() if _alive(p)]
@@ -325,6 +319,16 @@ class LabServer:
         if port_in_use(self.port):
             problems.append(f"port {self.port} still in use")
         return problems
+
+
+def _kill(procs: list[psutil.Process]) -> None:
+    """Kill each process (ignoring those already gone) and wait up to 5 s for them to end."""
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=5)
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -394,11 +398,6 @@ class ChromiumSession:
                 self._playwright.stop()
             except Exception:
                 pass
-        gone, alive = psutil.wait_procs(before, timeout=5)
-        for proc in alive:
-            try:
-                proc.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(alive, timeout=5)
+        _, alive = psutil.wait_procs(before, timeout=5)
+        _kill(alive)
         return [f"browser process {p.pid} still running" for p in before if _alive(p)]
