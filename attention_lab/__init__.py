@@ -1,5 +1,22 @@
 """attention_lab: the small library behind the attention lessons.
 
+The folders are the map:
+
+===================  ==============================================================================
+``reference.py``     the plain, slow, obviously-correct math of every attention the package computes
+``core/``            scores and softmax, masks, positions, the self-attention layer, multi-head attention
+``efficient/``       attention that avoids the full i x j matrix or skips parts of it (blockwise, block-sparse)
+``measure/``         exact peak memory, timing sweeps
+``models/``          the tiny Transformer, toy tasks, the training loop
+``teaching/``        exercise checks (one module per lesson) and student copies of the lessons
+``plotting/``        every figure; the only place that imports matplotlib, and nothing else imports it
+``runtime.py``       device(), seed_everything(), environment()
+``_validation.py``   input validation shared by every module
+===================  ==============================================================================
+
+Imports point one way: ``reference`` and ``runtime`` need only ``_validation``; ``efficient``, ``measure`` and
+``models`` build on ``core``; ``teaching`` and ``plotting`` build on the rest, never the reverse.
+
 One axis legend for the whole package (every docstring's ``Shape:`` line uses it):
 
 =====  ==========================================
@@ -15,72 +32,79 @@ Masks are boolean everywhere, ``True`` meaning "may attend" (as in ``F.scaled_do
 Plotting lives in :mod:`attention_lab.plotting`, imported on demand so that ``import attention_lab`` stays light.
 """
 
-from .functional import attention_scores, masked_softmax, scaled_dot_product_attention
-from .runtime import device, environment, seed_everything
+import importlib
+import importlib.util
+import sys
 
-# Each lesson's additions, in lesson order (keep one block per lesson so parallel edits do not collide).
-# lessons 03-04: masks, SelfAttention, positions
-# isort: split
-from .layers import SelfAttention
-from .masks import (
-    as_key_mask,
-    causal_mask,
-    combine_masks,
-    expand_mask,
-    from_additive_mask,
-    from_keep_ones,
-    from_torch_attn_mask,
-    from_torch_padding_mask,
-    padding_mask,
-    sliding_window_mask,
-    to_additive_mask,
-    to_torch_attn_mask,
-    to_torch_padding_mask,
-)
-from .positions import sinusoidal_positions
-
-# isort: split
-
-# lesson 05: MultiHeadAttention
-from .multihead import MultiHeadAttention
-
-# isort: split
-
-# lesson 07: blockwise and block-sparse attention
-from .block_sparse import block_sparse_attention
-from .blockwise import blockwise_attention
-from .layouts import BlockLayout
+from . import core, efficient, reference, runtime  # noqa: F401 (attention_lab.reference etc. without a second import)
+from .core import *  # noqa: F403 (every name in core.__all__)
+from .efficient import *  # noqa: F403 (every name in efficient.__all__)
+from .runtime import *  # noqa: F403 (every name in runtime.__all__)
 
 __version__ = "0.1.0"
 
-__all__ = [
-    # lesson 07
-    "BlockLayout",
-    "block_sparse_attention",
-    "blockwise_attention",
-    # lesson 05
-    "MultiHeadAttention",
-    # lessons 03-04
-    "SelfAttention",
-    "sinusoidal_positions",
-    "as_key_mask",
-    "causal_mask",
-    "combine_masks",
-    "expand_mask",
-    "from_additive_mask",
-    "from_keep_ones",
-    "from_torch_attn_mask",
-    "from_torch_padding_mask",
-    "padding_mask",
-    "sliding_window_mask",
-    "to_additive_mask",
-    "to_torch_attn_mask",
-    "to_torch_padding_mask",
-    # lessons 00-02
-    "attention_scores",
-    "device",
-    "environment",
-    "masked_softmax",
-    "scaled_dot_product_attention",
-    "seed_everything",
-]
+__all__ = [*core.__all__, *efficient.__all__, *runtime.__all__]
+
+# Short module paths: `attention_lab.training` is `attention_lab.models.training`, and so on, so that
+# `from attention_lab.checks import lesson03` and `from attention_lab.model import TinyTransformer` keep working in
+# lesson copies already handed out and in code written against the flat layout.
+_SHORT_PATHS = {
+    "functional": "core.functional",
+    "masks": "core.masks",
+    "positions": "core.positions",
+    "layers": "core.layers",
+    "multihead": "core.multihead",
+    "blockwise": "efficient.blockwise",
+    "layouts": "efficient.layouts",
+    "block_sparse": "efficient.block_sparse",
+    "memory": "measure.memory",
+    "bench": "measure.bench",
+    "model": "models.transformer",
+    "tasks": "models.tasks",
+    "training": "models.training",
+    "checks": "teaching.checks",
+    "classroom": "teaching.classroom",
+}
+
+
+def __getattr__(name: str):
+    """Load a short module path (``attention_lab.training``) on first use, without importing it up front."""
+    if name in _SHORT_PATHS:
+        module = importlib.import_module(f"{__name__}.{_SHORT_PATHS[name]}")
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _ShortPathFinder:
+    """Lets ``import attention_lab.training`` (and ``from attention_lab.checks import lesson03``) find the module
+    in its folder; the module object is the same one, not a copy."""
+
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
+        prefix = __name__ + "."
+        if not fullname.startswith(prefix):
+            return None
+        head, _, rest = fullname[len(prefix):].partition(".")
+        if head not in _SHORT_PATHS:
+            return None
+        real = f"{__name__}.{_SHORT_PATHS[head]}" + (f".{rest}" if rest else "")
+        module = importlib.import_module(real)
+        return importlib.util.spec_from_loader(fullname, _AliasLoader(module))
+
+
+class _AliasLoader:
+    """Hands the import system the module already loaded under its folder path, and keeps its own ``__spec__``."""
+
+    def __init__(self, module):
+        self.module = module
+        self.spec = module.__spec__
+
+    def create_module(self, spec):
+        return self.module
+
+    def exec_module(self, module):
+        module.__spec__ = self.spec  # the import system set the short path's spec; the folder path is the real one
+
+
+sys.meta_path.insert(0, _ShortPathFinder())

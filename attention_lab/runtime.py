@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-from ._checks import check_positive_int
+from ._validation import check_positive_int
 
 __all__ = ["device", "seed_everything", "environment"]
 

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 import attention_lab as al
-from attention_lab.memory import format_bytes, measure_peak_memory
+from attention_lab.measure.memory import format_bytes, measure_peak_memory
 
 HEADS, HEAD_DIM = 8, 64
 SLIDING = al.BlockLayout.sliding_window(128, window=1)
@@ -141,7 +141,7 @@ def target_blockwise(rounds: int, block_sizes: list[int]) -> None:
     def forward_backward(attention, q, k, v):
         attention(q, k, v).sum().backward()
 
-    print(f"\nforward + backward peak memory at n = {n} (measured with attention_lab.memory.measure_peak_memory)")
+    print(f"\nforward + backward peak memory at n = {n} (measured with measure_peak_memory)")
     naive = None
     for name, attention in [("naive (attention_lab.scaled_dot_product_attention)",
                              lambda q, k, v: al.scaled_dot_product_attention(q, k, v)[0])] + [

@@ -1,4 +1,4 @@
-"""attention_lab.bench: FLOP counts, the timing helper, the sweep and its command, and the lesson-06 plots.
+"""attention_lab.measure.bench: FLOP counts, the timing helper, the sweep and its command, and the lesson-06 plots.
 
 No assertion here depends on how fast this machine is: timings are only checked to be positive and consistent.
 """
@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from attention_lab import bench
-from attention_lab.bench import (
+from attention_lab.measure.bench import (
     BenchRow,
     Timing,
     attention_flops,
@@ -23,7 +23,7 @@ from attention_lab.bench import (
     run_sweep,
     time_function,
 )
-from attention_lab.memory import attention_memory_bytes
+from attention_lab.measure.memory import attention_memory_bytes
 from attention_lab.plotting import plot_bench, plot_memory_vs_length, plot_time_vs_length
 
 
@@ -98,7 +98,7 @@ def test_matmul_peak_uses_the_fastest_run(monkeypatch):
             assert number == 1
             return type("Measurement", (), {"mean": next(seconds)})()
 
-    monkeypatch.setattr("attention_lab.bench.benchmark.Timer", FakeTimer)
+    monkeypatch.setattr("attention_lab.measure.bench.benchmark.Timer", FakeTimer)
     assert matmul_peak_gflops(10, min_run_time=0, repeats=5) == pytest.approx(2 * 10**3 / 0.001 / 1e9)
 
 
@@ -124,7 +124,7 @@ def test_every_variant_computes_attention():
 def test_blockwise_is_found_when_the_checkout_has_it():
     found = bench._blockwise()
     try:
-        from attention_lab.blockwise import blockwise_attention
+        from attention_lab.efficient.blockwise import blockwise_attention
     except ImportError:
         try:
             from attention_lab.blocks import blockwise_attention

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from _tolerances import TOL
 
 import attention_lab as al
-import attention_lab.block_sparse as block_sparse_module
+import attention_lab.efficient.block_sparse as block_sparse_module
 from attention_lab import BlockLayout
 
 F64 = TOL[torch.float64]

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from _tolerances import TOL
 
 import attention_lab as al
-import attention_lab.blockwise as blockwise_module
+import attention_lab.efficient.blockwise as blockwise_module
 
 F64 = TOL[torch.float64]
 F32 = TOL[torch.float32]
@@ -169,7 +169,7 @@ def _forward_backward(q, k, v, attention):
 
 
 def test_forward_backward_memory_grows_linearly_and_beats_naive():
-    from attention_lab.memory import measure_peak_memory
+    from attention_lab.measure.memory import measure_peak_memory
 
     def blockwise(q, k, v):
         return al.blockwise_attention(q, k, v, block_size=64)

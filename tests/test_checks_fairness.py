@@ -6,7 +6,7 @@ import torch
 from _check_helpers import accepts
 
 import attention_lab as al
-from attention_lab.checks import lesson00, lesson03, lesson04, lesson07
+from attention_lab.teaching.checks import lesson00, lesson03, lesson04, lesson07
 
 
 def hint_of(check, *args, **kwargs) -> str:

@@ -5,7 +5,7 @@ import torch
 from _check_helpers import accepts, rejects
 
 import attention_lab as al
-from attention_lab.checks import lesson03
+from attention_lab.teaching.checks import lesson03
 
 
 @pytest.fixture

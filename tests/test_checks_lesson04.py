@@ -4,7 +4,7 @@ import torch
 from _check_helpers import accepts, rejects
 
 import attention_lab as al
-from attention_lab.checks import lesson04
+from attention_lab.teaching.checks import lesson04
 
 
 def test_causal_by_hand(capsys):

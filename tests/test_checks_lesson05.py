@@ -6,7 +6,7 @@ from einops import rearrange
 from torch import nn
 
 import attention_lab as al
-from attention_lab.checks import lesson05 as check
+from attention_lab.teaching.checks import lesson05 as check
 
 
 def accepted(capsys, call):

@@ -6,8 +6,8 @@ import pytest
 import torch
 from _check_helpers import rejects
 
-from attention_lab.checks import lesson06 as check
-from attention_lab.memory import attention_memory_bytes
+from attention_lab.measure.memory import attention_memory_bytes
+from attention_lab.teaching.checks import lesson06 as check
 
 # ---- score_count ----
 
@@ -120,7 +120,7 @@ def test_largest_length_rejects(answer, match):
 
 
 def test_flop_count_accepts_the_exact_count_and_names_the_convention(capsys):
-    from attention_lab.checks import lesson06
+    from attention_lab.teaching.checks import lesson06
 
     lesson06.flop_count(2 * 8 * 1024 * 1024 * (2 * 64 - 1), n=1024, head_dim=64, num_heads=8)
     assert "2 FLOPs per multiply-add" in capsys.readouterr().out

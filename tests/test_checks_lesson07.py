@@ -7,7 +7,7 @@ import torch
 from _check_helpers import rejects
 
 from attention_lab import BlockLayout
-from attention_lab.checks import lesson07 as check
+from attention_lab.teaching.checks import lesson07 as check
 
 
 def accepted(capsys) -> bool:

@@ -8,7 +8,7 @@ import pytest
 import torch
 from _check_helpers import rejects
 
-from attention_lab.checks import lesson08 as check
+from attention_lab.teaching.checks import lesson08 as check
 
 SCHEDULE = dict(peak_lr=0.05, warmup_steps=10, total_steps=100, steps=[0, 4, 9, 10, 55, 99])
 
@@ -125,7 +125,7 @@ def test_clip_rejects():
 def test_learning_rates_accepts_values_rounded_to_five_decimals(capsys):
     import math
 
-    from attention_lab.checks import lesson08
+    from attention_lab.teaching.checks import lesson08
 
     peak, warm, total, steps = 0.05, 20, 60, [0, 10, 19, 20, 40, 59]
     exact = [peak * (s + 1) / warm if s < warm else peak * 0.5 * (1 + math.cos(math.pi * (s - warm) / (total - warm)))

@@ -6,10 +6,10 @@ import pytest
 import torch
 from _check_helpers import rejects
 
-from attention_lab.checks import lesson09 as check
-from attention_lab.model import TinyTransformer, attention_rollout
-from attention_lab.tasks import Reversal, make_generator
-from attention_lab.training import evaluate
+from attention_lab.models.tasks import Reversal, make_generator
+from attention_lab.models.training import evaluate
+from attention_lab.models.transformer import TinyTransformer, attention_rollout
+from attention_lab.teaching.checks import lesson09 as check
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from _check_helpers import accepts, rejects
 
-from attention_lab.checks import lesson00, lesson01, lesson02
+from attention_lab.teaching.checks import lesson00, lesson01, lesson02
 
 # ---- lesson 00 ----
 

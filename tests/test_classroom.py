@@ -11,7 +11,7 @@ import nbformat
 import pytest
 
 from attention_lab import classroom
-from attention_lab.classroom import BEGIN_SOLUTION, END_SOLUTION, MarkupError
+from attention_lab.teaching.classroom import BEGIN_SOLUTION, END_SOLUTION, MarkupError
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -78,7 +78,7 @@ SMALL = _lesson(
     ("md", "## Exercise 2"),
     ("code", f"def twice(v):\n    {BEGIN_SOLUTION}\n    doubled = v + v\n    return doubled\n"
              f"    {END_SOLUTION}\n\nprint(twice(3))"),
-    ("code", "from attention_lab.checks import _core\n_core.correct('twice')"),
+    ("code", "from attention_lab.teaching.checks import _core\n_core.correct('twice')"),
     ("md", "## Summary"),
     ("code", "print('figure')"),
 )
@@ -156,11 +156,11 @@ def test_student_notebook_clears_exercise_outputs_keeps_the_rest_and_cleans_meta
 
 
 @pytest.mark.parametrize(("imports", "call", "found"), [
-    ("from attention_lab.checks import lesson00 as check", "check.row_sums(s, w)", True),
-    ("from attention_lab.checks import lesson00 as check", "plotting.plot_attention(w)", False),
-    ("import attention_lab.checks.lesson02 as ex", "ex.stable_softmax(f)", True),
-    ("from attention_lab.checks import lesson05", "lesson05.heads(x)", True),
-    ("from attention_lab.checks.lesson01 import (\n    scores_for_query,\n    softmax_weights as sw,\n)",
+    ("from attention_lab.teaching.checks import lesson00 as check", "check.row_sums(s, w)", True),
+    ("from attention_lab.teaching.checks import lesson00 as check", "plotting.plot_attention(w)", False),
+    ("import attention_lab.teaching.checks.lesson02 as ex", "ex.stable_softmax(f)", True),
+    ("from attention_lab.teaching.checks import lesson05", "lesson05.heads(x)", True),
+    ("from attention_lab.teaching.checks.lesson01 import (\n    scores_for_query,\n    softmax_weights as sw,\n)",
      "sw(a, q, k, i=0)", True),
     ("import attention_lab as al", "al.checks.lesson03.layer(m)", True),
     ("import attention_lab as al", "al.scaled_dot_product_attention(q, k, v)", False),
@@ -171,7 +171,7 @@ def test_check_calls_are_found_under_the_names_a_lesson_imports(imports, call, f
 
 
 def test_a_failing_check_demo_outside_the_exercises_keeps_its_output():
-    nb = _lesson(("code", "from attention_lab.checks import lesson00 as check"),
+    nb = _lesson(("code", "from attention_lab.teaching.checks import lesson00 as check"),
                  ("code", "check.row_sums(w.sum(0), w)"), ("code", "check.row_sums(w.sum(-1), w)"))
     nb.cells[1].metadata["tags"] = ["raises-exception"]
     student, _ = classroom.student_notebook(nb)
@@ -213,7 +213,7 @@ def test_lesson_markup_follows_the_convention(lesson):
                 break
             following.append(cell.source)
         assert any(check_call.search(s) for s in following), (
-            f"{lesson.name}: answer cell {i} has no check cell (a call to attention_lab.checks) before "
+            f"{lesson.name}: answer cell {i} has no check cell (a call to attention_lab.teaching.checks) before "
             f"the next markdown cell")
 
 
@@ -351,15 +351,15 @@ def test_markup_error_and_unknown_lesson_exit_nonzero_and_write_nothing(tmp_path
 
 
 @pytest.mark.skipif(not LESSONS, reason="no lessons in notebooks/ yet")
-@pytest.mark.filterwarnings("ignore:'attention_lab.classroom' found in sys.modules:RuntimeWarning")  # re-run
+@pytest.mark.filterwarnings("ignore:'attention_lab.teaching.classroom' found in sys.modules:RuntimeWarning")  # re-run
 def test_module_entry_point_defaults_to_every_lesson(tmp_path, monkeypatch, capsys):
-    """`python -m attention_lab.classroom student --out DIR` from the project root (runpy is what -m runs;
+    """`python -m attention_lab.teaching.classroom student --out DIR` from the project root (runpy is what -m runs;
     in-process, so the test does not pay for a second torch import)."""
     out = tmp_path / "student"
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr(sys, "argv", ["classroom", "student", "--out", str(out)])
     with pytest.raises(SystemExit) as done:
-        runpy.run_module("attention_lab.classroom", run_name="__main__", alter_sys=True)
+        runpy.run_module("attention_lab.teaching.classroom", run_name="__main__", alter_sys=True)
     assert done.value.code == 0, capsys.readouterr().err
     lessons = sorted(NOTEBOOKS.glob("*.ipynb"))  # again: lessons may have landed since collection
     assert sorted(p.name for p in out.iterdir()) == [p.name for p in lessons]

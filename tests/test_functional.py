@@ -285,7 +285,7 @@ def test_bad_softmax_dim():
 
 def test_forward_without_grad_holds_two_score_sized_buffers():
     """Scores plus weights, nothing more: measured exactly with the lesson-06 meter."""
-    from attention_lab.memory import measure_peak_memory
+    from attention_lab.measure.memory import measure_peak_memory
 
     b, h, n, d = 1, 4, 256, 16
     q, k, v = rand(b, h, n, d), rand(b, h, n, d), rand(b, h, n, d)

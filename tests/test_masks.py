@@ -1,4 +1,4 @@
-"""attention_lab.masks: every builder and converter against PyTorch (SDPA, nn.MultiheadAttention) and the
+"""attention_lab.core.masks: every builder and converter against PyTorch (SDPA, nn.MultiheadAttention) and the
 definition; fully padded sequences give zeros (outputs and gradients); the causal mask does not leak."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""attention_lab.memory: byte arithmetic, the exact CPU peak meter (and its CUDA twin), the memory report."""
+"""attention_lab.measure.memory: byte arithmetic, the exact CPU peak meter (and its CUDA twin), the memory report."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attention_lab.memory import (
+from attention_lab.measure.memory import (
     AttentionMemory,
     _CpuSession,
     attention_memory_bytes,

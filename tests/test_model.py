@@ -5,7 +5,7 @@ import torch
 from _tolerances import TOL
 from torch import nn
 
-from attention_lab.model import TinyTransformer, attention_rollout
+from attention_lab.models.transformer import TinyTransformer, attention_rollout
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -207,7 +207,7 @@ def test_plot_rollout_panels():
 def test_attention_explorer_builds_and_redraws(capsys):
     pytest.importorskip("ipywidgets")
     from attention_lab import plotting
-    from attention_lab.tasks import Reversal
+    from attention_lab.models.tasks import Reversal
 
     task = Reversal(seq_len=5, n_symbols=7)
     m = model(max_len=5)

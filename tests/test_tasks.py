@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from attention_lab.tasks import IGNORE_INDEX, PointerLookup, Reversal, Sorting, make_generator, make_task
+from attention_lab.models.tasks import IGNORE_INDEX, PointerLookup, Reversal, Sorting, make_generator, make_task
 
 ALL = [Reversal(seq_len=7, n_symbols=5), Sorting(seq_len=6, n_symbols=9), PointerLookup(seq_len=9, n_symbols=4)]
 

@@ -7,7 +7,7 @@ import textwrap
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..layouts import BlockLayout
+from ..efficient.layouts import BlockLayout
 from ._base import MASK_CMAP, _new_axes
 
 _DENSE_LAYOUT_LIMIT = 512  # up to this n every (query, key) pair is drawn; beyond it, one cell per block pair

@@ -42,7 +42,7 @@ def plot_time_vs_length(
 
     Shape: ``lengths`` (n,), each ``times_s[name]`` (n,) in seconds.
     """
-    from ..bench import loglog_slope
+    from ..measure.bench import loglog_slope
 
     fn = "plot_time_vs_length"
     fig, ax = _new_axes(ax, (6.0, 4.0))
@@ -84,7 +84,7 @@ def plot_memory_vs_length(
 
 
 def plot_bench(rows: Sequence) -> Figure:
-    """Two panels from ``attention_lab.bench.run_sweep`` rows: time and peak memory against n, per variant."""
+    """Two panels from ``attention_lab.measure.bench.run_sweep`` rows: time and peak memory against n, per variant."""
     if not rows:
         raise ValueError("plot_bench(): expected at least one row from run_sweep(), got none")
     lengths = sorted({r.n for r in rows})

@@ -30,7 +30,7 @@ def plot_mask(
     matrix = _as_matrix(fn, mask)
     if matrix.dtype != torch.bool:
         raise TypeError(f"{fn}(): expected a bool mask (True = may attend), got dtype {mask.dtype}; convert other "
-                        f"conventions with attention_lab.masks (from_keep_ones, from_additive_mask, from_torch_*)")
+                        f"conventions with attention_lab.core.masks (from_keep_ones, from_additive_mask, from_torch_*)")
     n_i, n_j = matrix.shape
     side = min(7.0, 2.2 + 0.25 * max(n_i, n_j))
     fig, ax = _new_axes(ax, (side + 1.2, side))

@@ -35,7 +35,7 @@ def _runs(fn: str, histories: object) -> dict[str, list]:
     for label, value in histories.items():
         group = list(value) if isinstance(value, (list, tuple)) else [value]
         if not group or not all(hasattr(h, "step") for h in group):
-            raise TypeError(f"{fn}(): expected History objects (from attention_lab.training.train) for "
+            raise TypeError(f"{fn}(): expected History objects (from attention_lab.models.training.train) for "
                             f"{label!r}, got {type(value).__name__}")
         runs[str(label)] = group
     return runs
@@ -159,11 +159,11 @@ def plot_rollout(
     """Each layer's head-averaged attention, then the rollout through all layers, side by side.
 
     ``attention`` is one sequence's weights from ``model(tokens, return_attention=True)`` (``[:, 0]`` of a
-    batch); the last panel is :func:`attention_lab.model.attention_rollout` with ``residual``.
+    batch); the last panel is :func:`attention_lab.models.transformer.attention_rollout` with ``residual``.
 
     Shape: attention ``(layers, h, i, j)`` or ``(layers, 1, h, i, j)``.
     """
-    from ..model import attention_rollout
+    from ..models.transformer import attention_rollout
 
     fn = "plot_rollout"
     if not isinstance(attention, torch.Tensor):

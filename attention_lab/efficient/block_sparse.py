@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ._checks import check_qkv, fail
+from .._validation import check_qkv, fail
 from .layouts import BlockLayout
 
 __all__ = ["block_sparse_attention"]

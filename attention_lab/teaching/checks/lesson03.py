@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..masks import sliding_window_mask
+from ...core.masks import sliding_window_mask
 from ._core import as_tensor, check_tensor_answer, correct, hint
 
 

@@ -1,4 +1,4 @@
-"""Checks for the lessons' exercises: one module per lesson (``from attention_lab.checks import lesson01``).
+"""Checks for the lessons' exercises: one module per lesson (``from attention_lab.teaching.checks import lesson01``).
 
 Each check prints one line starting with ``Correct`` when the answer is right, and otherwise raises an
 ``AssertionError`` whose message is a hint about the concept (never the answer). Checks accept every correct

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ..model import attention_rollout
-from ..training import evaluate
+from ...models.training import evaluate
+from ...models.transformer import attention_rollout
 from ._core import as_tensor, check_tensor_answer, correct, hint
 
 

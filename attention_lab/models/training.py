@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from ._checks import check_positive_int, fail
+from .._validation import check_positive_int, fail
 from .tasks import IGNORE_INDEX, make_generator
 
 __all__ = ["OPTIMIZERS", "SCHEDULES", "History", "WarmupSchedule", "evaluate", "make_optimizer", "train",
@@ -209,7 +209,7 @@ def train(
     if not isinstance(model, nn.Module):
         fail(fn, f"model must be a torch.nn.Module, got {type(model).__name__}", TypeError)
     if not callable(getattr(task, "sample", None)):
-        fail(fn, f"task must have a sample(batch_size, generator=...) method (see attention_lab.tasks), got "
+        fail(fn, f"task must have a sample(batch_size, generator=...) method (see attention_lab.models.tasks), got "
                  f"{type(task).__name__}", TypeError)
     check_positive_int(fn, "steps", steps, minimum=1)
     check_positive_int(fn, "warmup_steps", warmup_steps, minimum=0)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ..masks import as_key_mask, causal_mask, padding_mask
+from ...core.masks import as_key_mask, causal_mask, padding_mask
 from ._core import as_tensor, correct, hint
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from ._checks import check_positive_int, fail
+from .._validation import check_positive_int, fail
 
 __all__ = ["BlockLayout"]
 

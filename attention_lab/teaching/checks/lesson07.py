@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..layouts import BlockLayout
+from ...efficient.layouts import BlockLayout
 from ._core import close, correct, hint
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._checks import check_positive_int, fail
+from .._validation import check_positive_int, fail
 
 __all__ = ["IGNORE_INDEX", "PointerLookup", "Reversal", "Sorting", "TASKS", "make_generator", "make_task"]
 
@@ -40,7 +40,7 @@ def make_generator(seed: int) -> torch.Generator:
 def _check_generator(fn: str, generator: object) -> torch.Generator:
     if not isinstance(generator, torch.Generator):
         fail(fn, f"generator must be a torch.Generator, got {type(generator).__name__}; "
-                 f"make one with attention_lab.tasks.make_generator(seed)", TypeError)
+                 f"make one with attention_lab.models.tasks.make_generator(seed)", TypeError)
     return generator
 
 

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from ._checks import check_mask, check_positive_int, check_tensor, fail
+from .._validation import check_mask, check_positive_int, check_tensor, fail
 from .functional import scaled_dot_product_attention
 
 __all__ = ["MultiHeadAttention"]

@@ -6,7 +6,7 @@ import numbers
 
 import torch
 
-from ..memory import attention_memory_bytes, format_bytes, measure_peak_memory
+from ...measure.memory import attention_memory_bytes, format_bytes, measure_peak_memory
 from ._core import correct, hint
 
 

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch.autograd.profiler import profile as _autograd_profile
 
-from ._checks import check_positive_int, fail
+from .._validation import check_positive_int, fail
 
 __all__ = [
     "AttentionMemory",

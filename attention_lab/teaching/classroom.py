@@ -1,8 +1,8 @@
 """Student copies of the lessons: solutions replaced by stubs, ready to hand out.
 
-    python -m attention_lab.classroom student --out student/           # every lesson in notebooks/
-    python -m attention_lab.classroom student --out student/ 02 03     # some (number, name or path)
-    python -m attention_lab.classroom student --out student/ --force   # overwrite copies already there
+    python -m attention_lab.teaching.classroom student --out student/           # every lesson in notebooks/
+    python -m attention_lab.teaching.classroom student --out student/ 02 03     # some (number, name or path)
+    python -m attention_lab.teaching.classroom student --out student/ --force   # overwrite copies already there
 
 Answer cells hold their solution between a ``### BEGIN SOLUTION`` line and a ``### END SOLUTION`` line
 (the nbgrader convention). In a student copy each region becomes ``# YOUR CODE HERE`` plus
@@ -57,14 +57,14 @@ TEXT_STUB = ("YOUR ANSWER HERE",)
 # A line that looks like a delimiter without being exactly one (a typo would leak the solution).
 # Prose that merely mentions the delimiters (in backticks, mid-sentence) is left alone.
 _DELIMITER_LIKE = re.compile(r"^(#+|//)?\s*(BEGIN|END)[ _-]*SOLUTIONS?\b", re.IGNORECASE)
-# How lessons import their checks: `from attention_lab.checks import lesson00 as check`, `import
-# attention_lab.checks.lesson02 as ex`, `from attention_lab.checks.lesson01 import scores_for_query`.
+# How lessons import their checks: `from attention_lab.teaching.checks import lesson00 as check`, `import
+# attention_lab.teaching.checks.lesson02 as ex`, `from attention_lab.teaching.checks.lesson01 import scores_for_query`.
 _CHECK_MODULE_IMPORT = re.compile(
-    r"from\s+attention_lab(?:\.checks)?\s+import\s+(?:\((?P<paren>[^)]*)\)|(?P<names>[\w \t,]+))"
-    r"|import\s+attention_lab\.checks(?:\.\w+)?\s+as\s+(?P<alias>\w+)"
+    r"from\s+attention_lab(?:\.teaching)?(?:\.checks)?\s+import\s+(?:\((?P<paren>[^)]*)\)|(?P<names>[\w \t,]+))"
+    r"|import\s+attention_lab(?:\.teaching)?\.checks(?:\.\w+)?\s+as\s+(?P<alias>\w+)"
 )
 _CHECK_FUNCTION_IMPORT = re.compile(
-    r"from\s+attention_lab\.checks\.\w+\s+import\s+(?:\((?P<paren>[^)]*)\)|(?P<names>[\w \t,]+))"
+    r"from\s+attention_lab(?:\.teaching)?\.checks\.\w+\s+import\s+(?:\((?P<paren>[^)]*)\)|(?P<names>[\w \t,]+))"
 )
 _KEPT_CELL_METADATA = ("tags", "nbgrader", "editable", "deletable", "jupyter", "slideshow", "collapsed")
 _KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
@@ -307,7 +307,7 @@ def write_student_copies(lessons: Sequence[Path], out: Path, *, force: bool = Fa
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m attention_lab.classroom",
+    parser = argparse.ArgumentParser(prog="python -m attention_lab.teaching.classroom",
                                      description="Classroom tools for the attention-lab lessons.")
     commands = parser.add_subparsers(dest="command", required=True)
     student = commands.add_parser(

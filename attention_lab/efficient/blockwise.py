@@ -24,7 +24,7 @@ import math
 import torch
 from torch.autograd.function import once_differentiable
 
-from ._checks import check_positive_int, check_qkv, fail
+from .._validation import check_positive_int, check_qkv, fail
 
 __all__ = ["blockwise_attention"]
 

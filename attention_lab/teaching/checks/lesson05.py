@@ -8,8 +8,8 @@ import torch
 from einops import rearrange
 from torch import nn
 
-from ..masks import causal_mask
-from ..multihead import MultiHeadAttention
+from ...core.masks import causal_mask
+from ...core.multihead import MultiHeadAttention
 from ._core import as_tensor, close, correct, hint
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_positive_int, check_tensor, fail
+from .._validation import check_positive_int, check_tensor, fail
 from .functional import scaled_dot_product_attention
 
 __all__ = ["SelfAttention"]
@@ -25,7 +25,7 @@ class SelfAttention(nn.Module):
     ``forward(x, mask=None, need_weights=False)`` returns ``(output, weights)``, ``weights`` being ``None``
     unless asked for. Scores are scaled by ``1/sqrt(e)`` (one head: the head dimension is ``e``).
 
-    ``mask`` is bool, True = may attend (build it with :mod:`attention_lab.masks`), in any of the shapes
+    ``mask`` is bool, True = may attend (build it with :mod:`attention_lab.core.masks`), in any of the shapes
     ``(i, j)`` (same for every sequence: causal, sliding window, a graph's adjacency), ``(b, i, j)``, or
     the 4-D shapes of the multi-head world with a head axis of 1: ``(b, 1, i, j)`` and the key mask
     ``(b, 1, 1, j)`` from :func:`attention_lab.as_key_mask`. A float mask is added to the scores

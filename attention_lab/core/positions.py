@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_positive_int, fail
+from .._validation import check_positive_int, fail
 
 __all__ = ["sinusoidal_positions"]
 

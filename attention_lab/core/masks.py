@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ._checks import check_positive_int, check_tensor, fail
+from .._validation import check_positive_int, check_tensor, fail
 
 __all__ = [
     "as_key_mask",
@@ -60,7 +60,7 @@ def _check_bool_mask(fn: str, mask: object, *, dims: Sequence[int] | None = None
     check_tensor(fn, name, mask)
     if mask.dtype != torch.bool:
         fail(fn, f"{name} must be a bool tensor (True = may attend), got dtype {mask.dtype}; "
-                 f"convert other conventions with attention_lab.masks.from_*()", TypeError)
+                 f"convert other conventions with attention_lab.core.masks.from_*()", TypeError)
     if dims is not None and mask.dim() not in dims:
         want = " or ".join(f"{d}-D" for d in dims)
         fail(fn, f"{name} must be {want}{hint}, got a {mask.dim()}-D tensor of shape {tuple(mask.shape)}")

@@ -9,7 +9,7 @@ wrapped in a residual connection with LayerNorm (层归一化) placed
 * ``norm="none"``: no normalisation at all (for comparison).
 
 ``causal=True`` lets position i attend only to positions j <= i (a decoder); the default lets every position see
-the whole sequence (an encoder), which is what the toy tasks in :mod:`attention_lab.tasks` need.
+the whole sequence (an encoder), which is what the toy tasks in :mod:`attention_lab.models.tasks` need.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import math
 import torch
 from torch import nn
 
-from ._checks import check_positive_int, check_tensor, fail
-from .masks import causal_mask
-from .multihead import MultiHeadAttention
+from .._validation import check_positive_int, check_tensor, fail
+from ..core.masks import causal_mask
+from ..core.multihead import MultiHeadAttention
 
 __all__ = ["NORMS", "TinyTransformer", "TransformerBlock", "attention_rollout"]
 

@@ -1,8 +1,8 @@
 """Timing attention on this machine: a small timing helper and a sweep over sequence lengths.
 
-    python -m attention_lab.bench                 # default sweep (under a minute on a 2-core laptop)
-    python -m attention_lab.bench --quick         # smaller sweep (under 15 s)
-    python -m attention_lab.bench --csv cost.csv --png cost.png
+    python -m attention_lab.measure.bench                 # default sweep (under a minute on a 2-core laptop)
+    python -m attention_lab.measure.bench --quick         # smaller sweep (under 15 s)
+    python -m attention_lab.measure.bench --csv cost.csv --png cost.png
 
 Times are medians of ``torch.utils.benchmark`` runs after a warm-up call, with the thread count stated. Each variant
 is also set against a rough reference ceiling: the GFLOP/s one large matrix multiplication reaches here (its best
@@ -25,8 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils import benchmark
 
-from ._checks import check_positive_int, fail
-from .functional import scaled_dot_product_attention
+from .._validation import check_positive_int, fail
+from ..core.functional import scaled_dot_product_attention
 from .memory import measure_peak_memory
 
 __all__ = [
@@ -144,7 +144,7 @@ def loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
 
 def _blockwise() -> Callable[..., torch.Tensor] | None:
     """The library's blockwise attention, when this checkout has it (it arrives with lesson 07)."""
-    for module in ("attention_lab.blocks", "attention_lab.blockwise"):
+    for module in ("attention_lab.blocks", "attention_lab.efficient.blockwise"):
         try:
             found = getattr(importlib.import_module(module), "blockwise_attention", None)
         except ImportError:
@@ -250,7 +250,7 @@ def write_csv(rows: Sequence[BenchRow], path: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m attention_lab.bench",
+    parser = argparse.ArgumentParser(prog="python -m attention_lab.measure.bench",
                                      description="Time attention against the sequence length on this machine.")
     parser.add_argument("--quick", action="store_true", help="a smaller sweep (lengths up to 1024, 4 heads)")
     parser.add_argument("--lengths", type=int, nargs="+", help="sequence lengths n to sweep")
@@ -286,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_csv(rows, args.csv)
         print(f"wrote {args.csv}")
     if args.png:
-        from .plotting import plot_bench
+        from ..plotting import plot_bench
 
         plot_bench(rows).savefig(args.png)
         print(f"wrote {args.png}")

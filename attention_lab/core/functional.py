@@ -15,7 +15,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._checks import check_mask, check_qk, check_qkv, check_scale, check_tensor, fail
+from .._validation import check_mask, check_qk, check_qkv, check_scale, check_tensor, fail
 
 __all__ = ["attention_scores", "masked_softmax", "scaled_dot_product_attention"]
 

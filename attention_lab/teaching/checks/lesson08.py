@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ..training import warmup_schedule
+from ...models.training import warmup_schedule
 from ._core import as_tensor, close, correct, hint
 
 

@@ -1,0 +1,73 @@
+"""The plain math of every attention the package computes: slow, obviously correct, no tricks.
+
+Each function is a few lines in Lee's notation (q^i, k^j, alpha_{i,j}, b^i), base e, nothing in place. The fast
+paths elsewhere in the package are tested against these (values and gradients, fp64), and the lessons show these
+first. A query with no allowed key gets zeros, as everywhere in the package.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = ["attention", "blockwise_attention", "block_sparse_attention"]
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None, *,
+              scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention, written out: scores, masked softmax, weighted sum of values.
+
+    Shape: q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)``, mask bool ``(..., i, j)`` (broadcastable,
+    True = may attend) -> output ``(..., i, dv)``, weights ``(..., i, j)``.
+    """
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = q @ k.transpose(-2, -1) * scale  # alpha_{i,j} = q^i . k^j / sqrt(d), (..., i, j)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))  # a new tensor: the caller's scores are not touched
+    # softmax by hand, so that a row with no allowed key (all -inf) gives zeros instead of 0/0 = NaN
+    row_max = scores.amax(dim=-1, keepdim=True) if scores.shape[-1] else scores.sum(-1, keepdim=True)
+    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))  # (..., i, 1)
+    exp = torch.exp(scores - row_max)  # exp(-inf) = 0 for masked keys
+    total = exp.sum(dim=-1, keepdim=True)  # (..., i, 1)
+    weights = exp / torch.where(total > 0, total, torch.ones_like(total))  # alpha'_{i,j}, rows sum to 1 or 0
+    return weights @ v, weights  # b^i = sum_j alpha'_{i,j} v^j
+
+
+def blockwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, block_size: int,
+                        causal: bool = False) -> torch.Tensor:
+    """Exact softmax attention, one block of keys at a time, keeping a running max m, sum l and output acc.
+
+    Shape: q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)`` -> ``(..., i, dv)``; ``causal`` lets query i
+    see keys j <= i (upper-left aligned).
+    """
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype, device=q.device)  # running max, (..., i, 1)
+    l = torch.zeros_like(m)  # noqa: E741 (l as in the FlashAttention papers) running sum of exp(score - m), (..., i, 1)
+    acc = torch.zeros(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)  # (..., i, dv)
+    rows = torch.arange(n_q, device=q.device)[:, None]  # (i, 1)
+    for start in range(0, n_k, block_size):
+        k_blk, v_blk = k[..., start:start + block_size, :], v[..., start:start + block_size, :]  # (..., jb, d)
+        s = q @ k_blk.transpose(-2, -1) * scale  # this block's scores, (..., i, jb)
+        if causal:
+            cols = torch.arange(start, start + k_blk.shape[-2], device=q.device)[None, :]  # (1, jb)
+            s = s.masked_fill(cols > rows, float("-inf"))
+        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))  # (..., i, 1)
+        safe = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))  # rows with nothing seen yet
+        p = torch.exp(s - safe)  # (..., i, jb)
+        correction = torch.exp(m - safe)  # rescales what was summed under the old max, (..., i, 1)
+        l = l * correction + p.sum(dim=-1, keepdim=True)  # noqa: E741
+        acc = acc * correction + p @ v_blk
+        m = m_new
+    return acc / torch.where(l > 0, l, torch.ones_like(l))  # a row that saw no key stays 0
+
+
+def block_sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout) -> torch.Tensor:
+    """Dense attention with the layout's block mask expanded to one entry per (query, key) pair.
+
+    Shape: q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)`` with i = j = n, ``layout`` a
+    :class:`~attention_lab.BlockLayout` -> ``(..., i, dv)``.
+    """
+    mask = layout.to_dense(q.shape[-2]).to(q.device)  # bool, (i, j): True where the layout keeps the pair
+    return attention(q, k, v, mask)[0]
