@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
+from typing import Any, NoReturn, TypeVar
 
 import torch
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 Mistake = tuple[Callable[[torch.Tensor], bool], str]
 
@@ -14,9 +18,49 @@ def correct(message: str) -> None:
     print(f"Correct: {message}")
 
 
-def hint(message: str) -> None:
+def hint(message: str) -> NoReturn:
     """Reject the answer with a hint about the idea behind the exercise."""
     raise AssertionError(f"Not yet. Hint: {message}")
+
+
+def _describe_error(error: BaseException) -> str:
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}" + (f" ({text[:160]})" if text else "")
+
+
+def call_learner(fn: object, *args: Any, what: str = "your function", **kwargs: Any) -> Any:
+    """Call the learner's function; an error raised inside it becomes a hint that names the error, not a traceback.
+
+    Shape: whatever ``fn`` takes and returns.
+    """
+    if not callable(fn):
+        hint(f"{what} should be a function (a def or a lambda), got {type(fn).__name__}")
+    try:
+        return fn(*args, **kwargs)
+    except AssertionError:
+        raise
+    except Exception as error:  # any error in the learner's code becomes a hint
+        hint(f"{what} raised {_describe_error(error)} when the check called it with inputs of shape "
+             f"{[tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]}; run it on such an input yourself "
+             f"and read the error")
+
+
+def guard_errors(check: F) -> F:
+    """Decorator for every exercise check: an error while checking the answer (an answer of the wrong type, a
+    function that fails on another input) becomes a hint naming the error, instead of a traceback into the library.
+    """
+
+    @functools.wraps(check)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return check(*args, **kwargs)
+        except AssertionError:
+            raise
+        except Exception as error:  # a learner's answer can fail in any way
+            hint(f"your answer could not be checked: working with it raised {_describe_error(error)}; check its "
+                 f"type and shape against what the exercise asks for")
+
+    return guarded  # type: ignore[return-value]
 
 
 def as_tensor(answer: object, what: str) -> torch.Tensor:
@@ -29,7 +73,6 @@ def as_tensor(answer: object, what: str) -> torch.Tensor:
         return torch.tensor(answer)
     except (TypeError, ValueError, RuntimeError):
         hint(f"{what} should be a tensor (or a list of numbers), got {type(answer).__name__}")
-    raise AssertionError("unreachable")
 
 
 def close(a: torch.Tensor, b: torch.Tensor, *, atol: float = 1e-4, rtol: float = 1e-4) -> bool:
