@@ -10,6 +10,8 @@ wrapped in a residual connection with LayerNorm (层归一化) placed
 
 ``causal=True`` lets position i attend only to positions j <= i (a decoder); the default lets every position see
 the whole sequence (an encoder), which is what the toy tasks in :mod:`attention_lab.models.tasks` need.
+``attention=`` picks the blocks' attention (softmax by default; the efficient family by name, see
+:mod:`attention_lab.models.attention_choice`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from torch import nn
 
 from .._validation import check_positive_int, check_tensor, fail
 from ..core.masks import causal_mask
-from ..core.multihead import MultiHeadAttention
+from .attention_choice import AttentionSpec, build_attention
 
 __all__ = ["NORMS", "TinyTransformer", "TransformerBlock", "attention_rollout"]
 
@@ -39,10 +41,12 @@ class TransformerBlock(nn.Module):
         or ``None``.
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, norm: str) -> None:
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, norm: str, attention: str | AttentionSpec = "softmax",
+                 *, max_len: int = 1, causal: bool = False) -> None:
         super().__init__()
         self.norm = norm
-        self.attn = MultiHeadAttention(d_model, num_heads)
+        self.attn = build_attention(attention, d_model, num_heads, max_len=max_len, causal=causal,
+                                    fn="TransformerBlock")
         self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
         self.norm1 = _norm(norm, d_model)
         self.norm2 = _norm(norm, d_model)
@@ -66,6 +70,9 @@ class TinyTransformer(nn.Module):
     True = keep) switches heads off: a switched-off head attends to nothing, so it contributes zero before the
     output projection (ablation).
 
+    ``attention`` is ``"softmax"`` (the default), the name of another attention in
+    :data:`~attention_lab.models.attention_choice.ATTENTIONS`, or an ``attention_spec(name, **options)``.
+
     Attributes: ``token_embedding``, ``position_embedding``, ``layers`` (a ``ModuleList`` of
     :class:`TransformerBlock`), ``final_norm`` (LayerNorm for ``norm="pre"``, identity otherwise), ``head``.
 
@@ -74,7 +81,8 @@ class TinyTransformer(nn.Module):
     """
 
     def __init__(self, vocab_size: int, d_model: int, num_heads: int, num_layers: int, *, max_len: int,
-                 norm: str = "pre", causal: bool = False, d_ff: int | None = None) -> None:
+                 norm: str = "pre", causal: bool = False, d_ff: int | None = None,
+                 attention: str | AttentionSpec = "softmax") -> None:
         super().__init__()
         fn = "TinyTransformer"
         check_positive_int(fn, "vocab_size", vocab_size)
@@ -95,7 +103,9 @@ class TinyTransformer(nn.Module):
         self.max_len, self.norm, self.causal = max_len, norm, causal
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.position_embedding = nn.Embedding(max_len, d_model)
-        self.layers = nn.ModuleList(TransformerBlock(d_model, num_heads, d_ff, norm) for _ in range(num_layers))
+        self.attention = attention
+        self.layers = nn.ModuleList(TransformerBlock(d_model, num_heads, d_ff, norm, attention, max_len=max_len,
+                                                     causal=causal) for _ in range(num_layers))
         self.final_norm = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
         self.head = nn.Linear(d_model, vocab_size)
 
