@@ -69,8 +69,13 @@ def _check_non_negative(fn: str, name: str, phi: torch.Tensor) -> None:
 
 
 def _divide(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
-    """numerator / denominator, with 0 where the denominator is 0 (a query whose weights are all 0)."""
-    ok = denominator > 0
+    """numerator / denominator, with 0 where the denominator is 0 (a query whose weights are all 0).
+
+    "0" includes denominators so small that the gradient of 1/denominator would overflow (below tiny / eps:
+    about 1e-31 in fp32); such weights are rounding noise anyway.
+    """
+    info = torch.finfo(denominator.dtype)
+    ok = denominator > (info.tiny if denominator.dtype == torch.float16 else info.tiny / info.eps)
     return numerator / torch.where(ok, denominator, torch.ones_like(denominator)) * ok
 
 
@@ -87,9 +92,10 @@ def _causal_chunked(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, c
     inside = torch.ones(chunk, chunk, dtype=torch.bool, device=v.device).tril()  # key s <= query t in one chunk
     a = (qc @ kc.transpose(-2, -1)) * inside  # (..., c, chunk, chunk): phi(q^t) . phi(k^s), s <= t
     states = kc.transpose(-2, -1) @ vc  # each chunk's sum of phi(k^j) v^j^T, (..., c, m, dv)
-    before = states.cumsum(dim=-3) - states  # the state S at the start of each chunk, (..., c, m, dv)
-    sums = kc.sum(dim=-2)  # (..., c, m)
-    z_before = (sums.cumsum(dim=-2) - sums).unsqueeze(-1)  # (..., c, m, 1)
+    # the state S at the start of each chunk: earlier chunks only (shifted, not "cumsum - own", which would let
+    # this chunk's later keys change the rounding of its earlier outputs)
+    before = F.pad(states.cumsum(dim=-3)[..., :-1, :, :], (0, 0, 0, 0, 1, 0))  # (..., c, m, dv)
+    z_before = F.pad(kc.sum(dim=-2).cumsum(dim=-2)[..., :-1, :], (0, 0, 1, 0)).unsqueeze(-1)  # (..., c, m, 1)
     numerator = a @ vc + qc @ before  # (..., c, chunk, dv)
     denominator = a.sum(dim=-1, keepdim=True) + qc @ z_before  # (..., c, chunk, 1)
     out = _divide(numerator, denominator).reshape(*lead, c * chunk, dv)  # (..., n + pad, dv)
