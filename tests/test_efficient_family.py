@@ -233,11 +233,11 @@ def test_cluster_equals_dense_attention_masked_by_its_clusters(clusters):
         torch.testing.assert_close(out, reference.attention(q, k, v)[0], **FP64)
 
 
-def test_cluster_query_whose_group_has_no_key_gets_zeros_on_both_paths():
+def test_cluster_query_whose_group_has_no_key_gets_zeros():
     q, k, v = (x[0] for x in qkv(b=1, h=1, i=6, d=4))  # (1, 6, d): the flat (B, n, d) layout it works on
     balanced = torch.tensor([[0, 0, 1, 1, 2, 2]]), torch.tensor([[0, 1, 0, 1, 0, 1]])  # group 2 has no key
     uneven = torch.tensor([[0, 0, 0, 0, 0, 1]]), torch.tensor([[1, 1, 1, 1, 1, 1]])  # only query 5 has keys
-    for qc, kc in (balanced, uneven):  # grouped (3 * 2 * 3 < 36 scores) and dense fallback (2 * 5 * 6 > 36)
+    for qc, kc in (balanced, uneven):
         out = _grouped_attention(q, k, v, qc, kc, 3)
         torch.testing.assert_close(out, reference.cluster_attention(q, k, v, qc, kc)[0], **FP64)
         lonely = qc[0] == (2 if qc is balanced[0] else 0)

@@ -13,10 +13,10 @@ q^i . k^j large. Here the centroids are fitted for every call (``_ITERATIONS`` L
 vectors drawn with ``seed``), per (batch, head); the Routing Transformer instead learns them during training with
 a moving average. A query whose group holds no key gets zeros, as everywhere in the package.
 
-Computation: queries and keys are sorted by group and padded to the largest group, and every group runs dense
-attention on its own members, batched: cost about c * (largest query group) * (largest key group) scores instead of
-i * j. If the groups are so uneven that this exceeds the dense cost, it falls back to dense attention with the
-group mask (the same result).
+Computation: queries and keys are sorted by group; then one group at a time (a Python loop over the c groups),
+batched over all (batch, head) slices, dense attention among its own members: about sum over groups of
+(queries in it) * (keys in it) scores instead of i * j. Balanced groups cut the work by about c; one group that
+holds most tokens (a long run of identical filler tokens, say) leaves it close to dense.
 
 Differences from :func:`attention_lab.reference.cluster_attention` (dense attention masked by the groups): the
 sorting and padding. Same numbers up to rounding.
@@ -81,50 +81,60 @@ def _counts(groups: torch.Tensor, c: int) -> torch.Tensor:
         1, groups, torch.ones_like(groups))
 
 
-def _slots(groups: torch.Tensor, c: int) -> tuple[torch.Tensor, int]:
-    """Each member's flat slot ``group * capacity + rank within its group``, and the capacity (largest group).
+def _members(groups: torch.Tensor, c: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Positions sorted by group, where each group starts in that order, and how many members it has.
 
-    Shape: groups ``(B, n)`` -> slots ``(B, n)``, an int.
+    Shape: groups ``(B, n)`` -> order ``(B, n)``, starts ``(B, c)``, counts ``(B, c)``.
     """
-    order = groups.argsort(dim=-1, stable=True)  # members sorted by group, (B, n)
+    order = groups.argsort(dim=-1, stable=True)  # (B, n)
     counts = _counts(groups, c)  # (B, c)
-    capacity = max(1, int(counts.max()))
-    starts = counts.cumsum(dim=-1) - counts  # first sorted position of each group, (B, c)
-    sorted_groups = groups.gather(1, order)  # (B, n)
-    rank = torch.arange(groups.shape[-1], device=groups.device) - starts.gather(1, sorted_groups)  # (B, n)
-    slots = torch.empty_like(groups).scatter_(1, order, sorted_groups * capacity + rank)  # back in sequence order
-    return slots, capacity
+    return order, counts.cumsum(dim=-1) - counts, counts
 
 
-def _padded(x: torch.Tensor, slots: torch.Tensor, size: int) -> torch.Tensor:
-    """Members of x placed at their slots in a zero-filled ``(B, size, d)``."""
-    out = x.new_zeros(x.shape[0], size, x.shape[-1])
-    return out.scatter(1, slots[..., None].expand(-1, -1, x.shape[-1]), x)  # (B, size, d)
+def _take(order: torch.Tensor, starts: torch.Tensor, counts: torch.Tensor, g: int, capacity: int
+          ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions of group g's members, padded to ``capacity`` (padding repeats position 0), and which are real.
+
+    Shape: -> index ``(B, capacity)``, real ``(B, capacity)`` bool.
+    """
+    slot = torch.arange(capacity, device=order.device)  # (capacity,)
+    real = slot < counts[:, g:g + 1]  # (B, capacity)
+    at = (starts[:, g:g + 1] + slot).clamp(max=order.shape[-1] - 1)  # (B, capacity)
+    return torch.where(real, order.gather(1, at), torch.zeros_like(at)), real
+
+
+def _rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """x[b, index[b, t], :]. Shape: x ``(B, n, d)``, index ``(B, t)`` -> ``(B, t, d)``."""
+    return x.gather(1, index[..., None].expand(-1, -1, x.shape[-1]))
 
 
 def _grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, qc: torch.Tensor, kc: torch.Tensor,
                        c: int) -> torch.Tensor:
-    q_slots, q_cap = _slots(qc, c)
-    k_slots, k_cap = _slots(kc, c)
-    b, i, j = q.shape[0], q.shape[-2], k.shape[-2]
-    if c * q_cap * k_cap > i * j:  # very uneven groups: dense attention with the group mask costs less
-        same = qc[:, :, None] == kc[:, None, :]  # (B, i, j)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=same)
-        return torch.where(same.any(dim=-1, keepdim=True), out, torch.zeros((), dtype=out.dtype, device=out.device))
-    qg = _padded(q, q_slots, c * q_cap).reshape(b, c, q_cap, q.shape[-1])  # (B, c, q_cap, d)
-    kg = _padded(k, k_slots, c * k_cap).reshape(b, c, k_cap, k.shape[-1])  # (B, c, k_cap, d)
-    vg = _padded(v, k_slots, c * k_cap).reshape(b, c, k_cap, v.shape[-1])  # (B, c, k_cap, dv)
-    counts = _counts(kc, c)  # keys per group, (B, c)
-    real = torch.arange(k_cap, device=q.device) < counts[..., None]  # slot holds a key, (B, c, k_cap)
-    scores = (qg @ kg.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))  # (B, c, q_cap, k_cap)
-    scores = scores.masked_fill(~real[:, :, None, :], float("-inf"))
-    top = scores.amax(dim=-1, keepdim=True)  # (B, c, q_cap, 1)
-    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # a group with no key
-    weights = torch.exp(scores - top)
-    total = weights.sum(dim=-1, keepdim=True)
-    out = (weights / torch.where(total > 0, total, torch.ones_like(total))) @ vg  # (B, c, q_cap, dv)
-    flat = out.reshape(b, c * q_cap, v.shape[-1])  # (B, c*q_cap, dv)
-    return flat.gather(1, q_slots[..., None].expand(-1, -1, v.shape[-1]))  # back in query order, (B, i, dv)
+    """Dense attention inside each group, one group at a time, batched over B (padded to the group's largest
+    size in the batch): about sum_g |queries in g| * |keys in g| scores instead of i * j.
+
+    Shape: q ``(B, i, d)``, k ``(B, j, d)``, v ``(B, j, dv)``, qc ``(B, i)``, kc ``(B, j)`` -> ``(B, i, dv)``.
+    """
+    q_order, q_starts, q_counts = _members(qc, c)
+    k_order, k_starts, k_counts = _members(kc, c)
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    out = v.new_zeros(q.shape[0], q.shape[1] + 1, v.shape[-1])  # row i collects padding, dropped at the end
+    for g in range(c):
+        q_cap, k_cap = int(q_counts[:, g].max()), int(k_counts[:, g].max())
+        if q_cap == 0 or k_cap == 0:
+            continue  # no query, or no key: the group's queries keep their zeros
+        q_index, q_real = _take(q_order, q_starts, q_counts, g, q_cap)
+        k_index, k_real = _take(k_order, k_starts, k_counts, g, k_cap)
+        scores = _rows(q, q_index) @ _rows(k, k_index).transpose(-2, -1) * scale  # (B, q_cap, k_cap)
+        scores = scores.masked_fill(~k_real[:, None, :], float("-inf"))
+        top = scores.amax(dim=-1, keepdim=True)  # (B, q_cap, 1)
+        top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # this batch row has no key in g
+        weights = torch.exp(scores - top)
+        total = weights.sum(dim=-1, keepdim=True)
+        heads = (weights / torch.where(total > 0, total, torch.ones_like(total))) @ _rows(v, k_index)  # (B, q_cap, dv)
+        target = torch.where(q_real, q_index, q.shape[1])  # padding goes to the spare row, (B, q_cap)
+        out = out.scatter(1, target[..., None].expand(-1, -1, v.shape[-1]), heads)
+    return out[:, :-1]  # (B, i, dv)
 
 
 def cluster_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, num_clusters: int, seed: int = 0,

@@ -157,13 +157,13 @@ class AssociativeRecall(_Task):
     """Key-value pairs scattered over a long stretch of noise; then keys: write each one's value.
 
     ``n_pairs`` pairs with distinct keys (of ``n_keys``) and random values (of ``n_symbols``) sit at random positions
-    among noise tokens; the last ``n_pairs`` positions ask for the keys again, in another order, and are scored with
+    among filler tokens; the last ``n_pairs`` positions ask for the keys again, in another order, and are scored with
     the value. Each pair is one token (its key and value together), so one attention layer can solve it: the query
     for key a must find the one token with key a anywhere in the sequence, and copy its value. A sharp lookup by
     content over the whole length: what linear attention's fixed-size state and a sliding window lack.
 
-    Token ids: values ``0 .. V-1`` (answers only), noise ``V .. 2V-1``, queried keys ``2V .. 2V+K-1``, pairs
-    ``2V + K + key * V + value``.
+    Token ids: values ``0 .. V-1`` (answers only), filler ``V``, queried keys ``V+1 .. V+K``, pairs
+    ``V + 1 + K + key * V + value``.
 
     Shape: tokens and targets ``(b, i)``; targets are ``IGNORE_INDEX`` except at the last ``n_pairs`` positions.
     """
@@ -189,7 +189,7 @@ class AssociativeRecall(_Task):
 
     @property
     def vocab_size(self) -> int:
-        return 2 * self.n_symbols + self.n_keys + self.n_keys * self.n_symbols
+        return self.n_symbols + 1 + self.n_keys + self.n_keys * self.n_symbols
 
     def _make(self, symbols: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         b, n, p, v = symbols.shape[0], self.seq_len, self.n_pairs, self.n_symbols
@@ -197,19 +197,18 @@ class AssociativeRecall(_Task):
         values = torch.randint(0, v, (b, p), generator=generator)  # (b, p)
         where = torch.rand(b, n - p, generator=generator).argsort(dim=-1)[:, :p]  # pair positions, (b, p)
         asked = torch.rand(b, p, generator=generator).argsort(dim=-1)  # the order of the questions, (b, p)
-        tokens = symbols + v  # noise everywhere first
-        tokens = tokens.scatter(1, where, 2 * v + self.n_keys + keys * v + values)
-        tokens[:, n - p:] = 2 * v + keys.gather(1, asked)
+        tokens = torch.full_like(symbols, v).scatter(1, where, v + 1 + self.n_keys + keys * v + values)
+        tokens[:, n - p:] = v + 1 + keys.gather(1, asked)
         return tokens, self.solve(tokens)
 
     def solve(self, tokens: torch.Tensor) -> torch.Tensor:
         v, k, p = self.n_symbols, self.n_keys, self.n_pairs
-        pair = tokens - (2 * v + k)  # key * V + value for pair tokens, (b, i)
+        pair = tokens - (v + 1 + k)  # key * V + value for pair tokens, (b, i)
         is_pair = pair >= 0
         value_of_key = torch.zeros(tokens.shape[0], k + 1, dtype=torch.long)  # column k collects non-pairs
         value_of_key = value_of_key.scatter(1, torch.where(is_pair, pair // v, k), torch.where(is_pair, pair % v, 0))
         targets = torch.full_like(tokens, IGNORE_INDEX)
-        asked = (tokens[:, -p:] - 2 * v).clamp(0, k - 1)  # (b, p)
+        asked = (tokens[:, -p:] - v - 1).clamp(0, k - 1)  # (b, p)
         targets[:, -p:] = value_of_key.gather(1, asked)
         return targets
 
@@ -217,12 +216,12 @@ class AssociativeRecall(_Task):
         v, k = self.n_symbols, self.n_keys
         labels = []
         for t in tokens.tolist():
-            if t < 2 * v:
-                labels.append("." if t >= v else str(t))
-            elif t < 2 * v + k:
-                labels.append(f"k{t - 2 * v}?")
+            if t <= v:
+                labels.append("." if t == v else str(t))
+            elif t <= v + k:
+                labels.append(f"k{t - v - 1}?")
             else:
-                labels.append(f"k{(t - 2 * v - k) // v}:{(t - 2 * v - k) % v}")
+                labels.append(f"k{(t - v - 1 - k) // v}:{(t - v - 1 - k) % v}")
         return labels
 
 
