@@ -382,3 +382,15 @@ def test_bad_input_gets_a_clear_error(call, error, match):
     q, k, v = qkv(b=1, h=1, i=7, d=4)
     with pytest.raises(error, match=match):
         call(q, k, v)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("bias", [True, False])
+def test_dense_synthesizer_as_fused_attention_equals_its_written_out_scores(causal, bias):
+    torch.manual_seed(1)
+    module = al.SynthesizerAttention(6, 9, kind="dense", num_heads=3, causal=causal, bias=bias).double()
+    x = torch.randn(2, 7, 6, dtype=torch.float64)
+    v = module.v_proj(x).reshape(2, 7, 3, 2).transpose(1, 2)  # (b, h, j, d)
+    heads = reference.synthesizer_attention(module.scores(x), v, causal=causal)[0]  # (b, h, i, d)
+    expected = module.out_proj(heads.transpose(1, 2).reshape(2, 7, 6))
+    torch.testing.assert_close(module(x)[0], expected, **FP64)

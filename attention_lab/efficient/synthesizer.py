@@ -8,7 +8,11 @@ Softmax attention computes alpha_{i,j} from the pair (q^i, k^j). The Synthesizer
 
 Then b^i = sum_j softmax_j(B_{i,j}) v^j with v^j = W^v x^j, as usual. Neither kind can look a key up by its
 content: a query cannot find "the token that matches me" wherever it is, which the lesson's benchmark shows.
-The cost is still an i x j matrix; the paper's point is what the weights need, not speed.
+
+Written out, the dense kind is ordinary dot-product attention whose keys belong to *positions*, not tokens:
+B_{i,j} = h^i . w_j + c_j with h^i = relu(W_1 x^i + c_1) and w_j, c_j row j of W_2, c_2. Appending a 1 to h^i and
+c_j to w_j makes it a plain dot product, so the module runs it through ``F.scaled_dot_product_attention`` (scale 1)
+and never stores the i x j matrix. The random kind's matrix is itself the parameter, so it is stored.
 """
 
 from __future__ import annotations
@@ -91,6 +95,21 @@ class SynthesizerAttention(nn.Module):
             return rearrange(rows, "b i (h l) -> b h i l", h=self.num_heads)[..., :n]  # (b, h, i, j)
         return self.random_scores[:, :n, :n].unsqueeze(0)  # (1, h, i, j)
 
+    def _dense_heads(self, x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """softmax(B) v for the dense kind as one fused dot-product attention: queries [h^i, 1] against
+        position keys [w_j, c_j], scale 1 (see the module docstring). Shape: -> ``(b, h, i, d)``."""
+        b, n, e = x.shape
+        hidden = F.relu(self.hidden(x))  # h^i, (b, i, e)
+        q = torch.cat([hidden, hidden.new_ones(b, n, 1)], dim=-1)  # (b, i, e + 1)
+        w = self.to_scores.weight.view(self.num_heads, self.seq_len, e)[:, :n]  # row j of W_2 per head, (h, j, e)
+        bias = self.to_scores.bias
+        c = (bias.view(self.num_heads, self.seq_len)[:, :n, None] if bias is not None
+             else w.new_zeros(self.num_heads, n, 1))  # (h, j, 1)
+        k = torch.cat([w, c], dim=-1)  # (h, j, e + 1)
+        q = q[:, None].expand(b, self.num_heads, n, e + 1)  # (b, h, i, e + 1)
+        k = k[None].expand(b, -1, -1, -1)  # (b, h, j, e + 1)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal, scale=1.0)
+
     def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, need_weights: bool = False
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
         fn = "SynthesizerAttention.forward"
@@ -101,11 +120,14 @@ class SynthesizerAttention(nn.Module):
         if mask is not None:
             fail(fn, "SynthesizerAttention takes no mask; build it with causal=True for a decoder")
         v = rearrange(self.v_proj(x), "b j (h d) -> b h j d", h=self.num_heads)  # (b, h, j, d)
-        scores = self.scores(x)  # (b or 1, h, i, j)
-        heads = synthesizer_attention(scores, v, causal=self.causal)  # (b, h, i, d)
+        if self.kind == "dense":
+            heads = self._dense_heads(x, v)  # (b, h, i, d)
+        else:
+            heads = synthesizer_attention(self.scores(x), v, causal=self.causal)  # (b, h, i, d)
         out = self.out_proj(rearrange(heads, "b h i d -> b i (h d)"))  # (b, i, e)
         weights = None
         if need_weights:
+            scores = self.scores(x)  # (b or 1, h, i, j)
             masked = scores if not self.causal else scores.masked_fill(
                 torch.ones_like(scores[0, 0], dtype=torch.bool).triu(1), float("-inf"))
             weights = torch.softmax(masked, dim=-1).expand(x.shape[0], -1, -1, -1)  # (b, h, i, j)

@@ -101,38 +101,44 @@ def plot_ratio_sweep(rows: Sequence[Mapping[str, object]], *, baseline: str = "S
     return fig
 
 
-def plot_lra_bubbles(rows: Sequence[Mapping[str, object]], *, reference: str = "softmax", ax: Axes | None = None,
+def plot_lra_bubbles(panels: Mapping[str, Sequence[Mapping[str, object]]], *, reference: str = "softmax",
                      title: str | None = None) -> Figure:
-    """Long Range Arena's chart: accuracy against training speed relative to ``reference``, bubble area = memory.
+    """Long Range Arena's chart, one panel per title: accuracy against training speed relative to ``reference``,
+    bubble area proportional to peak memory (the reference's bubble has the same size in every panel).
 
-    ``rows`` are the benchmark's results for one task and one n (one row per attention; several seeds averaged).
+    Each panel's rows are the benchmark's results for one task and one n, one or more rows (seeds) per attention.
 
-    Shape: each row has ``attention``, ``accuracy``, ``steps_per_s`` and ``peak_bytes``.
+    Shape: ``panels[title]`` is a list of rows with ``attention``, ``accuracy``, ``steps_per_s``, ``peak_bytes``.
     """
     fn = "plot_lra_bubbles"
-    by_name: dict[str, list[Mapping[str, object]]] = {}
-    for row in rows:
-        by_name.setdefault(str(row["attention"]), []).append(row)
-    if reference not in by_name:
-        raise ValueError(f"{fn}(): the rows must include the reference attention {reference!r}, got "
-                         f"{sorted(by_name)}")
+    if not panels:
+        raise ValueError(f"{fn}(): expected at least one panel of rows, got none")
+    fig = Figure(figsize=(5.2 * len(panels), 4.4), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (panel, rows) in zip(axes, panels.items()):
+        by_name: dict[str, list[Mapping[str, object]]] = {}
+        for row in rows:
+            by_name.setdefault(str(row["attention"]), []).append(row)
+        if reference not in by_name:
+            raise ValueError(f"{fn}(): panel {panel!r} must include the reference attention {reference!r}, got "
+                             f"{sorted(by_name)}")
 
-    def mean(name: str, key: str) -> float:
-        return sum(float(r[key]) for r in by_name[name]) / len(by_name[name])
+        def mean(name: str, key: str, by_name: dict = by_name) -> float:
+            return sum(float(r[key]) for r in by_name[name]) / len(by_name[name])
 
-    fig, ax = _new_axes(ax, (6.5, 4.5))
-    ref_speed, ref_memory = mean(reference, "steps_per_s"), mean(reference, "peak_bytes")
-    for index, name in enumerate(by_name):
-        speed, accuracy = mean(name, "steps_per_s") / ref_speed, mean(name, "accuracy")
-        area = 400.0 * mean(name, "peak_bytes") / ref_memory  # the reference's bubble: 400 points^2
-        ax.scatter([speed], [accuracy], s=area, alpha=0.45, marker="o", color=f"C{index % 10}", edgecolors="black")
-        ax.annotate(name, (speed, accuracy), fontsize=8, xytext=(4, 4), textcoords="offset points")
-    ax.set_xscale("log", base=2)
-    ax.axvline(1.0, color="black", linewidth=0.6)
-    ax.set_ylim(-0.05, 1.1)
-    ax.set_xlabel(f"training steps per second / {reference}'s (log scale)")
-    ax.set_ylabel("held-out accuracy")
-    ax.grid(True, alpha=0.3)
+        ref_speed, ref_memory = mean(reference, "steps_per_s"), mean(reference, "peak_bytes")
+        for index, name in enumerate(by_name):
+            speed, accuracy = mean(name, "steps_per_s") / ref_speed, mean(name, "accuracy")
+            area = 300.0 * mean(name, "peak_bytes") / ref_memory  # the reference's bubble: 300 points^2
+            ax.scatter([speed], [accuracy], s=area, alpha=0.45, color=f"C{index % 10}", edgecolors="black")
+            ax.annotate(name, (speed, accuracy), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.set_xscale("log", base=2)
+        ax.axvline(1.0, color="black", linewidth=0.6)
+        ax.set_ylim(-0.05, 1.1)
+        ax.set_xlabel(f"training steps per second / {reference}'s")
+        ax.set_ylabel("held-out accuracy")
+        ax.grid(True, alpha=0.3)
+        ax.set_title(panel, fontsize=9)
     if title:
-        ax.set_title(title, fontsize=10)
+        fig.suptitle(title, fontsize=10)
     return fig
