@@ -60,25 +60,40 @@ class BlockLayout:
         return cls(block_size, lambda nb: (torch.eye(nb, dtype=torch.bool), _no_lower(nb)), f"local({block_size})")
 
     @classmethod
-    def sliding_window(cls, block_size: int, window: int = 1, *, causal: bool = False) -> BlockLayout:
-        """Query block r sees key blocks c with |r - c| <= window; with ``causal``, only 0 <= r - c <= window.
+    def sliding_window(cls, block_size: int, neighbours: int = 1, *, causal: bool = False,
+                       **renamed: object) -> BlockLayout:
+        """Query block r sees key blocks c with |r - c| <= neighbours: its own block and ``neighbours`` key blocks
+        on each side; with ``causal``, only the ``neighbours`` blocks before it (0 <= r - c <= neighbours).
 
+        ``neighbours`` counts whole blocks on one side, the own block not included. The element-level
+        ``sliding_window_mask(n, w)`` counts keys with the query included (|i - j| < w): the two agree only at
+        ``block_size=1``, where ``sliding_window(1, neighbours=k).to_dense(n)`` equals
+        ``sliding_window_mask(n, k + 1)``. With larger blocks the reach depends on where a query sits in its
+        block: from ``neighbours * block_size`` to ``(neighbours + 1) * block_size - 1`` keys on each side.
         A causal window also hides, inside the diagonal block, every key after the query.
 
         Shape: a rule for any n; ``block_mask(n)`` -> ``(r, c)``, ``to_dense(n)`` -> ``(i, j)``.
         """
         fn = "BlockLayout.sliding_window"
+        if "window" in renamed:
+            fail(fn, f"the keyword window= is now neighbours= (got window={renamed['window']!r}): it counts the "
+                     f"key blocks on each side, the own block not included, while the window w of "
+                     f"sliding_window_mask(n, w) means |i - j| < w, the query included; write "
+                     f"sliding_window({block_size}, neighbours={renamed['window']!r})", TypeError)
+        if renamed:
+            fail(fn, f"unexpected keyword argument {next(iter(renamed))!r}; the parameters are block_size, "
+                     f"neighbours and causal", TypeError)
         check_positive_int(fn, "block_size", block_size)
-        check_positive_int(fn, "window", window, minimum=0)
+        check_positive_int(fn, "neighbours", neighbours, minimum=0)
         _check_bool(fn, "causal", causal)
 
         def rule(nb: int) -> tuple[torch.Tensor, torch.Tensor]:
             offset = _offsets(nb)
-            keep = (offset >= 0) & (offset <= window) if causal else offset.abs() <= window
+            keep = (offset >= 0) & (offset <= neighbours) if causal else offset.abs() <= neighbours
             return keep, torch.full((nb,), causal, dtype=torch.bool)
 
         extra = ", causal=True" if causal else ""
-        return cls(block_size, rule, f"sliding_window({block_size}, window={window}{extra})")
+        return cls(block_size, rule, f"sliding_window({block_size}, neighbours={neighbours}{extra})")
 
     @classmethod
     def strided(cls, block_size: int, stride: int) -> BlockLayout:
