@@ -341,7 +341,8 @@ def test_block_size_below_one(build):
     (lambda: BlockLayout.global_blocks(4, 3), TypeError, "blocks must be a list"),
     (lambda: BlockLayout.random(4, 0, seed=1), ValueError, "per_row must be >= 1"),
     (lambda: BlockLayout.local(4.0), TypeError, "block_size must be an int"),
-    (lambda: BlockLayout.local(4).to_dense(0), ValueError, "n must be >= 1"),
+    (lambda: BlockLayout.local(4).sparsity(0), ValueError, r"sparsity\(\): n must be >= 1"),
+    (lambda: BlockLayout.local(4).to_dense(-1), ValueError, "n must be >= 0"),
 ])
 def test_bad_layout_arguments(build, error, match):
     with pytest.raises(error, match=match):

@@ -194,8 +194,16 @@ class BlockLayout:
 
     # ---- reading the rule ----
     def n_blocks(self, n: int) -> int:
-        """Number of blocks along a sequence of n positions (the last one may be short). Shape: an int, ``r``."""
-        return math.ceil(check_positive_int("BlockLayout.n_blocks", "n", n) / self.block_size)
+        """Number of blocks along a sequence of n positions (the last one may be short; n = 0 has none).
+
+        Shape: an int, ``r``.
+        """
+        return math.ceil(check_positive_int("BlockLayout.n_blocks", "n", n, minimum=0) / self.block_size)
+
+    def _n_blocks_nonempty(self, fn: str, n: int) -> int:
+        """n_blocks(n) for the readers that report shares of the n x n pairs or draw them: n = 0 has none."""
+        check_positive_int(f"BlockLayout.{fn}", "n", n)
+        return self.n_blocks(n)
 
     def _blocks(self, nb: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(keep (r, c), lower (r,)) for nb blocks, computed once per nb."""
@@ -209,7 +217,10 @@ class BlockLayout:
         return self._blocks(self.n_blocks(n))[0].clone()
 
     def to_dense(self, n: int) -> torch.Tensor:
-        """The element-level mask this layout stands for (True = may attend). Shape: ``(i, j)`` with i = j = n."""
+        """The element-level mask this layout stands for (True = may attend); empty for n = 0.
+
+        Shape: ``(i, j)`` with i = j = n.
+        """
         keep, lower = self._blocks(self.n_blocks(n))
         block = torch.arange(n) // self.block_size  # block index of every position
         dense = keep[block[:, None], block[None, :]]  # (i, j)
@@ -223,7 +234,7 @@ class BlockLayout:
 
         Shape: ``(r, c)``, float64.
         """
-        keep, lower = self._blocks(self.n_blocks(n))
+        keep, lower = self._blocks(self._n_blocks_nonempty("block_fill", n))
         sizes = self._sizes(n, keep.shape[0])
         fill = keep.double()
         fill.diagonal().sub_(lower * (sizes - 1) / (2 * sizes))  # a triangle with its diagonal: (s + 1) / (2 s)
@@ -239,7 +250,7 @@ class BlockLayout:
 
         Shape: a float, from the ``(i, j)`` pairs of ``to_dense(n)`` (computed from block sizes, never built).
         """
-        keep, lower = self._blocks(self.n_blocks(n))
+        keep, lower = self._blocks(self._n_blocks_nonempty("sparsity", n))
         sizes = self._sizes(n, keep.shape[0])
         kept = (keep * sizes[:, None] * sizes[None, :]).sum() - (lower * sizes * (sizes - 1) / 2).sum()
         return 1.0 - float(kept) / (n * n)
@@ -249,7 +260,7 @@ class BlockLayout:
 
         Shape: two header lines, then ``r`` lines of ``c`` characters.
         """
-        keep, lower = self._blocks(self.n_blocks(n))
+        keep, lower = self._blocks(self._n_blocks_nonempty("describe", n))
         nb = keep.shape[0]
         lines = [f"{self!r}, n={n}: {nb} x {nb} blocks of {self.block_size}, sparsity {self.sparsity(n):.4f}",
                  "rows = query blocks, columns = key blocks; '#' computed, '\\' lower triangle, '.' skipped"]
@@ -269,7 +280,7 @@ class BlockLayout:
             from torch.nn.attention.flex_attention import BlockMask
         except ImportError as error:  # pragma: no cover - every supported torch has it
             raise RuntimeError("BlockLayout.to_flex_block_mask(): this torch has no flex_attention") from error
-        keep, lower = self._blocks(self.n_blocks(n))
+        keep, lower = self._blocks(self._n_blocks_nonempty("to_flex_block_mask", n))
         nb = keep.shape[0]
         partial = torch.zeros_like(keep)
         partial[torch.arange(nb), torch.arange(nb)] = lower
