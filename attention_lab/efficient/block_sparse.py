@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import math
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -242,7 +243,23 @@ def _blocks_of(x: torch.Tensor, size: int, pad: int) -> torch.Tensor:
     return x.unflatten(-2, (-1, size))  # (..., r, size, d)
 
 
-def block_sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: BlockLayout) -> torch.Tensor:
+def _per_head(fn: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layouts: list[BlockLayout]) -> torch.Tensor:
+    """One layout per head (axis -3): each head's q, k, v run with their own layout, then the heads are stacked."""
+    if not layouts or not all(isinstance(one, BlockLayout) for one in layouts):
+        fail(fn, f"a list of layouts must hold one BlockLayout per head, got "
+                 f"{[type(one).__name__ for one in layouts]}", TypeError)
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if not lead or lead[-1] != len(layouts):
+        fail(fn, f"expected one layout per head: {len(layouts)} layouts need q, k, v of shape (..., h, n, d) with "
+                 f"h = {len(layouts)}, got q {tuple(q.shape)}; pass as many layouts as heads")
+    q, k, v = (x.expand(*lead, *x.shape[-2:]) for x in (q, k, v))  # (..., h, n, d) each
+    heads = [block_sparse_attention(q[..., h, :, :], k[..., h, :, :], v[..., h, :, :], one)
+             for h, one in enumerate(layouts)]  # (..., n, dv) each
+    return torch.stack(heads, dim=-3)  # (..., h, n, dv)
+
+
+def block_sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                           layout: BlockLayout | Sequence[BlockLayout]) -> torch.Tensor:
     """Self-attention restricted to the blocks ``layout`` keeps; equal to dense attention masked by
     ``layout.to_dense(n)``, at a cost proportional to the number of kept blocks.
 
@@ -253,14 +270,20 @@ def block_sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, la
     block pairs computed stay within 1.25 times the kept ones (1.5 times on the band path). Differentiable with
     autograd; fp16/bf16 scores are normalised in fp32.
 
-    Shape: q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)`` with i = j = n (leading dimensions broadcast)
-        -> output ``(..., i, dv)``.
+    ``layout`` is one :class:`BlockLayout` for every head, or a list of h layouts, one per head (the axis -3 of
+    q, k, v, of size h), for patterns that differ between heads such as BigBird's random blocks; each head then
+    runs with its own layout.
+
+    Shape: q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)`` with i = j = n (leading dimensions broadcast;
+        with a list of h layouts, ``...`` ends with the head axis h) -> output ``(..., i, dv)``.
     """
     fn = "block_sparse_attention"
     check_qkv(fn, q, k, v)
+    if isinstance(layout, (list, tuple)):
+        return _per_head(fn, q, k, v, list(layout))
     if not isinstance(layout, BlockLayout):
-        fail(fn, f"layout must be a BlockLayout, got {type(layout).__name__}; build one with e.g. "
-                 f"BlockLayout.sliding_window(128)", TypeError)
+        fail(fn, f"layout must be a BlockLayout or a list of them (one per head), got {type(layout).__name__}; "
+                 f"build one with e.g. BlockLayout.sliding_window(128)", TypeError)
     n = q.shape[-2]
     if k.shape[-2] != n:
         fail(fn, f"expected self-attention shapes with as many queries as keys, got q {tuple(q.shape)} and "
