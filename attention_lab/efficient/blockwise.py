@@ -54,7 +54,7 @@ class _Tiles:
     def __call__(self, *shape: int) -> torch.Tensor:
         view = self.views.get(shape)
         if view is None:
-            view = self.views[shape] = self.buffer[: math.prod(shape)].view(shape)
+            view = self.views[shape] = self.buffer[: math.prod(shape)].view(shape)  # (B, i', jb) tile
         return view
 
 
@@ -199,6 +199,7 @@ def blockwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, bl
     dtype = q.dtype
     work = torch.float32 if dtype in _LOW_PRECISION else dtype
     # expand + reshape: autograd sums the gradient back over broadcast dimensions
-    q3, k3, v3 = (x.to(work).expand(*lead, *x.shape[-2:]).reshape(-1, *x.shape[-2:]) for x in (q, k, v))
+    q3, k3, v3 = (x.to(work).expand(*lead, *x.shape[-2:]).reshape(-1, *x.shape[-2:])  # (B, n, d), B = prod(...)
+                  for x in (q, k, v))
     out = _BlockwiseAttention.apply(q3, k3, v3, block_size, causal)  # (B, i, dv)
     return out.view(*lead, *out.shape[-2:]).to(dtype)  # (..., i, dv)
