@@ -10,6 +10,7 @@ from _tolerances import TOL
 from torch import nn
 
 import attention_lab as al
+from attention_lab import reference as plain
 
 F64 = TOL[torch.float64]
 
@@ -26,11 +27,7 @@ def reference(module, x, mask=None):
     bias = module.qkv.bias.double() if module.qkv.bias is not None else torch.zeros(3 * e, dtype=torch.float64)
     x = x.double()
     q, k, v = (x @ w[s * e:(s + 1) * e].T + bias[s * e:(s + 1) * e] for s in range(3))  # (b, n, e)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(e)  # (b, i, j)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
-    return weights @ v, weights
+    return plain.attention(q, k, v, mask)  # scaled by 1/sqrt(e): one head of size e
 
 
 def as_torch_mha(module):

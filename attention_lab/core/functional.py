@@ -92,6 +92,13 @@ def scaled_dot_product_attention(
     allowed key gets output and weights of exactly 0 (as SDPA's math path does in torch 2.13), where a plain softmax
     over its all ``-inf`` row would give NaN.
 
+    How it differs from :func:`attention_lab.reference.attention` (the same math; tested equal, values and
+    gradients, in fp64) and why: the scale multiplies the scores in place and ``masked_softmax`` exponentiates in
+    place (and, without autograd, divides in place), so the weights cost one ``(i, j)`` buffer on top of the
+    scores instead of three (forward peak at b=1, h=8, n=2048, fp32, measured here in one process: 260 MiB against
+    the reference's 388 MiB); fp16/bf16 scores are normalised in fp32; it also takes additive float masks and
+    dropout.
+
     Args:
         mask: bool, True = may attend; or a float tensor added to the scaled scores (0 keeps, -inf removes).
         scale: multiplies q . k; ``None`` means ``1/sqrt(d)``.

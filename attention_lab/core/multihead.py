@@ -37,7 +37,9 @@ class MultiHeadAttention(nn.Module):
     With ``need_weights=False`` the heads run through ``F.scaled_dot_product_attention`` (fast, no
     ``(i, j)`` matrix kept) and ``weights`` is ``None``; with ``need_weights=True`` they run through the
     library's own :func:`attention_lab.scaled_dot_product_attention` and ``weights`` are per head (not
-    averaged over heads, unlike PyTorch's default). Both paths give the same output.
+    averaged over heads, unlike PyTorch's default). Both paths give the same output, the plain math of
+    :func:`attention_lab.reference.attention` per head (tested, values and gradients, in fp64); the first
+    is PyTorch's fused kernel, which keeps no ``(i, j)`` weights in memory.
 
     Attributes: ``embed_dim`` (e), ``num_heads`` (h), ``head_dim`` (d = e / h), ``q_proj``, ``k_proj``,
     ``v_proj``, ``out_proj`` (each ``nn.Linear(e, e, bias=bias)``). :meth:`from_torch` and
