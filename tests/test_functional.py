@@ -260,7 +260,7 @@ def test_scale_of_wrong_type():
 
 @pytest.mark.parametrize("p", [-0.1, 1.0, 2])
 def test_bad_dropout(p):
-    with pytest.raises(ValueError, match=r"dropout_p must be a float in \[0, 1\)"):
+    with pytest.raises(ValueError, match=r"dropout_p must be a finite number in \[0, 1\)"):
         al.scaled_dot_product_attention(rand(3, 4), rand(3, 4), rand(3, 4), dropout_p=p)
 
 

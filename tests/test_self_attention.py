@@ -284,7 +284,7 @@ def test_positions_properties():
     (dict(n=0, d=4), ValueError, "n must be >= 1, got n=0"),
     (dict(n=4, d=0), ValueError, "d must be >= 1, got d=0"),
     (dict(n=4.0, d=4), TypeError, "n must be an int"),
-    (dict(n=4, d=4, base=1.0), ValueError, "base must be a number > 1, got base=1.0"),
+    (dict(n=4, d=4, base=1.0), ValueError, "base must be a finite number > 1, got base=1.0"),
     (dict(n=4, d=4, dtype=torch.int64), TypeError, "dtype must be a floating torch.dtype"),
 ])
 def test_positions_bad_input(kwargs, error, match):

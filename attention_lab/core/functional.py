@@ -15,7 +15,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .._validation import check_mask, check_qk, check_qkv, check_scale, check_tensor, fail
+from .._validation import check_mask, check_number, check_qk, check_qkv, check_scale, check_tensor, fail
 
 __all__ = ["attention_scores", "masked_softmax", "scaled_dot_product_attention"]
 
@@ -113,8 +113,7 @@ def scaled_dot_product_attention(
     """
     fn = "scaled_dot_product_attention"
     check_qkv(fn, q, k, v)
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)) or not 0.0 <= dropout_p < 1.0:
-        fail(fn, f"dropout_p must be a float in [0, 1), got {dropout_p!r}")
+    check_number(fn, "dropout_p", dropout_p, low=0, high=1, high_open=True, hint="pass 0.0 at evaluation time")
     scores = attention_scores(q, k, scale=scale)  # (..., i, j)
     bool_mask = None
     if mask is not None:

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .._validation import check_mask, check_positive_int, check_tensor, fail
+from .._validation import check_bool, check_mask, check_positive_int, check_tensor, fail
 from .functional import scaled_dot_product_attention
 
 __all__ = ["MultiHeadAttention"]
@@ -60,8 +60,7 @@ class MultiHeadAttention(nn.Module):
                      f"num_heads={num_heads} ({embed_dim} / {num_heads} = {embed_dim / num_heads:.4g}); "
                      f"each head gets embed_dim / num_heads features, so choose num_heads from the "
                      f"divisors of {embed_dim}: {_divisors(embed_dim)}")
-        if not isinstance(bias, bool):
-            fail(fn, f"bias must be True or False, got {type(bias).__name__} {bias!r}", TypeError)
+        check_bool(fn, "bias", bias)
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads

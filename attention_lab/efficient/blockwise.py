@@ -24,7 +24,7 @@ import math
 import torch
 from torch.autograd.function import once_differentiable
 
-from .._validation import check_positive_int, check_qkv, fail
+from .._validation import check_bool, check_positive_int, check_qkv
 
 __all__ = ["blockwise_attention"]
 
@@ -202,8 +202,7 @@ def blockwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, bl
     fn = "blockwise_attention"
     check_qkv(fn, q, k, v)
     check_positive_int(fn, "block_size", block_size)
-    if not isinstance(causal, bool):
-        fail(fn, f"causal must be True or False, got {type(causal).__name__} {causal!r}", TypeError)
+    check_bool(fn, "causal", causal)
     if q.shape[-2] == 0 or k.shape[-2] == 0:
         # No query or no key: no block to visit. A sum over no keys is 0 (as in SDPA); the empty weights keep the
         # result connected to autograd (q's gradient is then 0).

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
-from .._validation import check_positive_int, fail
+from .._validation import check_bool, check_positive_int, fail
 from . import _layout_rules as rules
 from ._layout_readers import LayoutReaders
 
@@ -78,7 +78,7 @@ class BlockLayout(LayoutReaders):
                      f"neighbours and causal", TypeError)
         check_positive_int(fn, "block_size", block_size)
         check_positive_int(fn, "neighbours", neighbours, minimum=0)
-        _check_bool(fn, "causal", causal)
+        check_bool(fn, "causal", causal)
         extra = ", causal=True" if causal else ""
         return cls(block_size, lambda nb: rules.sliding_window(nb, neighbours, causal),
                    f"sliding_window({block_size}, neighbours={neighbours}{extra})")
@@ -231,7 +231,3 @@ class BlockLayout(LayoutReaders):
             return keep, lower & keep.diagonal()
         return self._cached(("blocks", nb), build)
 
-
-def _check_bool(fn: str, name: str, value: object) -> None:
-    if not isinstance(value, bool):
-        fail(fn, f"{name} must be True or False, got {type(value).__name__} {value!r}", TypeError)
