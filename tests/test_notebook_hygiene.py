@@ -99,6 +99,19 @@ def _text(cell_or_output):
     return "".join(value) if isinstance(value, list) else value
 
 
+def _without_comment(line):
+    """The code of one line, without a trailing comment (a ``#`` inside a string stays)."""
+    import io
+    import tokenize
+
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(line).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return line
+    comments = [t for t in tokens if t.type == tokenize.COMMENT]
+    return line[:comments[0].start[1]] if comments else line
+
+
 def solution_lines(source):
     """The lines of a cell's solution regions that could give the answer away: not blank, not a comment, not an
     import, not trivial (``pass``, ``...``, a bare name)."""
@@ -107,7 +120,7 @@ def solution_lines(source):
     lines = []
     for region in solution_regions(source):
         for line in region:
-            text = _norm(line)
+            text = _norm(_without_comment(line.strip()))
             if (not text or text.startswith("#") or text.startswith(("import ", "from "))
                     or _TRIVIAL_LINE.match(text)):
                 continue
