@@ -39,8 +39,9 @@ from attention_lab.measure.memory import format_bytes, measure_peak_memory
 from attention_lab.measure.timing import compare, crossover, fit_slope, thread_report
 
 HEADS, HEAD_DIM = 8, 64
-SLIDING = al.BlockLayout.sliding_window(128, window=1)
+SLIDING = al.BlockLayout.sliding_window(128, neighbours=1)
 BASELINE = "SDPA (dense)"
+SLIDING_NAME = "block-sparse sliding (128, 1 block each side)"
 DEFAULT_CSV = Path(__file__).parent / "results" / "efficient_attention.csv"
 
 
@@ -62,7 +63,7 @@ def variants(n: int, synthesizer_max: int) -> dict:
     e_proj, f_proj = (torch.randn(rank, n) / rank**0.5 for _ in range(2))  # Linformer's E, F: (rank, n)
     calls = {
         BASELINE: lambda: F.scaled_dot_product_attention(q, k, v),
-        "block-sparse sliding (128, w=1)": lambda: al.block_sparse_attention(q, k, v, SLIDING),
+        SLIDING_NAME: lambda: al.block_sparse_attention(q, k, v, SLIDING),
         "linear": lambda: al.linear_attention(q, k, v),
         "linear, causal": lambda: al.linear_attention(q, k, v, causal=True),
         "performer (256 features)": lambda: al.performer_attention(q, k, v, num_features=256),
@@ -89,29 +90,26 @@ def main() -> None:
     torch.manual_seed(0)
     machine = machine_label(args.machine_note)
     print(f"{machine}; torch {torch.__version__}; {thread_report()}; load average {os.getloadavg()[0]:.1f}")
+    stamp = {"machine": machine, "threads": torch.get_num_threads(), "torch": torch.__version__,
+             "date": datetime.date.today().isoformat(), "batch": 1, "heads": HEADS, "head_dim": HEAD_DIM}
     rows = []
     with torch.no_grad():
         for n in args.lengths:
             calls = variants(n, args.synthesizer_max)
             result = compare(calls, baseline=BASELINE, rounds=args.rounds, min_time=0.05)
             peaks = {name: measure_peak_memory(call).peak_bytes for name, call in calls.items()}
+            load = f"{os.getloadavg()[0]:.1f}"  # 1-minute load average once this n is timed
             for name in calls:
-                rows.append({"n": n, "variant": name, "best_ms": round(result.best_s[name] * 1e3, 3),
+                rows.append({"n": n, "variant": name, "load": load, "best_ms": round(result.best_s[name] * 1e3, 3),
                              "speed_vs_sdpa": round(result.ratio[name], 3), "peak_bytes": peaks[name],
                              "memory_vs_sdpa": round(peaks[name] / peaks[BASELINE], 3)})
                 print(f"{n:>6} {name:<34} {result.best_s[name] * 1e3:>10.1f} ms {result.ratio[name]:>8.2f}x "
                       f"{format_bytes(peaks[name]):>12} ({peaks[name] / peaks[BASELINE]:.2f} of SDPA's)", flush=True)
             del calls
-    stamp = {"machine": machine, "threads": torch.get_num_threads(), "torch": torch.__version__,
-             "date": datetime.date.today().isoformat(), "batch": 1, "heads": HEADS, "head_dim": HEAD_DIM}
-    args.csv.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.csv, "w", newline="", encoding="utf-8") as out:
-        writer = csv.DictWriter(out, fieldnames=[*rows[0], *stamp])
-        writer.writeheader()
-        writer.writerows({**row, **stamp} for row in rows)
+            write(rows, stamp, args.csv)  # after every n: a stopped run keeps what it finished
     print(f"\nwrote {len(rows)} rows to {args.csv}")
     lengths = args.lengths
-    for name in ("linear", "performer (256 features)", "block-sparse sliding (128, w=1)", "cluster (16 groups)"):
+    for name in ("linear", "performer (256 features)", SLIDING_NAME, "cluster (16 groups)"):
         ratios = [r["speed_vs_sdpa"] for r in rows if r["variant"] == name]
         print(crossover(lengths, ratios, name=name, baseline="dense SDPA"))
     linear_peaks = [r["peak_bytes"] for r in rows if r["variant"] == "linear"]
@@ -120,6 +118,14 @@ def main() -> None:
     last = {r["variant"]: r["speed_vs_sdpa"] for r in rows if r["n"] == lengths[-1]}
     print(f"at n = {lengths[-1]}: linear {last['linear']:.1f}x SDPA's speed (goal >= 10 at n = 16384), performer "
           f"{last['performer (256 features)']:.1f}x (goal >= 5)")
+
+
+def write(rows: list[dict], stamp: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as out:
+        writer = csv.DictWriter(out, fieldnames=[*rows[0], *stamp])
+        writer.writeheader()
+        writer.writerows({**row, **stamp} for row in rows)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ __all__ = ["ATTENTIONS", "AttentionSpec", "attention_spec", "build_attention"]
 
 _DEFAULTS: dict[str, dict[str, object]] = {
     "softmax": {},
-    "block_sparse": {"layout": BlockLayout.sliding_window(64, window=1)},
+    "block_sparse": {"layout": BlockLayout.sliding_window(64, neighbours=1)},
     "linear": {"feature_map": "elu"},
     "performer": {"num_features": 64, "seed": 0},
     "topk": {"top_k": 32},

@@ -33,7 +33,7 @@ from .transformer import TinyTransformer
 __all__ = ["LONG_RANGE_ATTENTIONS", "LONG_RANGE_TASKS", "LongRangeResult", "LongRangeSetting", "long_range_task",
            "run_long_range"]
 
-_SLIDING = BlockLayout.sliding_window(64, window=1)
+_SLIDING = BlockLayout.sliding_window(64, neighbours=1)
 LONG_RANGE_ATTENTIONS: dict[str, AttentionSpec] = {
     "softmax": attention_spec("softmax"),
     "sliding": attention_spec("block_sparse", layout=_SLIDING),
@@ -49,10 +49,14 @@ LONG_RANGE_ATTENTIONS: dict[str, AttentionSpec] = {
 block each side: 192 keys per query) and for the global block (the first 64 positions see and are seen by all)."""
 
 LONG_RANGE_TASKS: dict[str, Callable[[int], object]] = {
-    "recall": lambda n: AssociativeRecall(seq_len=n, n_symbols=8, n_keys=8, n_pairs=4),
-    "listops": lambda n: ListOps(seq_len=n, n_symbols=10, n_groups=2, group_size=3),
+    "recall": lambda n: AssociativeRecall(seq_len=n, n_symbols=4, n_keys=4, n_pairs=4),
+    "listops": lambda n: ListOps(seq_len=n, n_symbols=5, n_groups=2, group_size=3),
 }
-"""Each task at length n: recall asks 4 keys among 4 pairs (values of 8), listops has 2 lists of 3 digits."""
+"""Each task at length n: recall stores 4 pairs (4 keys, values 0-3) and asks all 4 keys; listops has 2 lists of 3
+digits 0-4. Small enough that softmax attention learns them in a few hundred steps on a CPU (with 8 values and 8
+keys, or digits 0-9, it needs several times more). Measured with softmax at n = 1024, 300 steps of 16 at lr 3e-3:
+recall 0.85, listops 0.71 held-out accuracy; at n = 256, 150 steps, lr 1e-2 against 3e-3: recall 0.96 against 0.77,
+listops 0.73 against 0.56, hence the default lr 1e-2."""
 
 
 def long_range_task(name: str, n: int) -> object:
@@ -69,8 +73,8 @@ class LongRangeSetting:
     d_model: int = 32
     num_heads: int = 2
     num_layers: int = 2
-    batch_size: int = 8
-    lr: float = 3e-3
+    batch_size: int = 16
+    lr: float = 1e-2
     warmup_steps: int = 20
     eval_batches: int = 8  # held-out accuracy on eval_batches * batch_size fresh sequences
 
@@ -83,6 +87,7 @@ class LongRangeResult:
     attention: str
     n: int
     steps: int
+    batch_size: int
     seed: int
     accuracy: float
     steps_per_s: float
@@ -143,6 +148,7 @@ def run_long_range(task: str, attention: str, n: int, *, steps: int, seed: int =
     seconds = time.perf_counter() - start
     accuracy = _held_out_accuracy(model, the_task, setting)
     peak = _one_step_peak(model, the_task, setting, seed)
-    return LongRangeResult(task=task, attention=attention, n=n, steps=steps, seed=seed, accuracy=accuracy,
+    return LongRangeResult(task=task, attention=attention, n=n, steps=steps, batch_size=setting.batch_size,
+                           seed=seed, accuracy=accuracy,
                            steps_per_s=len(history.step) / history.seconds[-1], peak_bytes=peak,
                            train_seconds=seconds)
