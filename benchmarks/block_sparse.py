@@ -76,9 +76,9 @@ def flex_call(flex, n: int, q, k, v):
 def report(label: str, times: dict[str, list[float]], reference: str) -> dict[str, float]:
     medians = {name: statistics.median(ts) for name, ts in times.items()}
     print(f"\n{label}")
-    print(f"{'variant':<44} {'median ms':>10} {'min ms':>9} {'ref/this (median)':>18} {'(min)':>7}")
+    print(f"{'variant':<50} {'median ms':>10} {'min ms':>9} {'ref/this (median)':>18} {'(min)':>7}")
     for name, ts in times.items():
-        print(f"{name:<44} {medians[name] * 1e3:>10.1f} {min(ts) * 1e3:>9.1f} "
+        print(f"{name:<50} {medians[name] * 1e3:>10.1f} {min(ts) * 1e3:>9.1f} "
               f"{medians[reference] / medians[name]:>18.2f} {min(times[reference]) / min(ts):>7.2f}")
     return medians
 

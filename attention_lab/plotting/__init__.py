@@ -6,7 +6,7 @@ which Jupyter shows when it is the cell's last value. Colormaps are perceptually
 (viridis for weights, cividis for masks).
 """
 
-from ._base import MASK_CMAP, WEIGHTS_CMAP, _show_figures_in_ipython  # noqa: F401 (colormap names for callers)
+from ._base import MASK_CMAP, WEIGHTS_CMAP  # noqa: F401 (colormap names for callers)
 from ._blocks import plot_block_layout, plot_block_layouts
 from ._cost import plot_bench, plot_memory_vs_length, plot_time_vs_length
 from ._masks import plot_mask, plot_positions, plot_rnn_vs_attention
@@ -30,5 +30,3 @@ __all__ = [
     "plot_time_vs_length",
     "plot_training_curves",
 ]
-
-_show_figures_in_ipython()
