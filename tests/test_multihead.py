@@ -9,7 +9,7 @@ from _tolerances import TOL
 from torch import nn
 
 import attention_lab as al
-from attention_lab import MultiHeadAttention
+from attention_lab import MultiHeadAttention, reference
 from attention_lab import masks as M
 
 F32 = TOL[torch.float32]
@@ -17,7 +17,8 @@ F64 = TOL[torch.float64]
 
 
 def loop_over_heads(mha, query, key, value, mask=None):
-    """The definition, one head at a time in fp64: slice each head's rows of W^q, W^k, W^v, attend, concat.
+    """The definition, one head at a time in fp64: slice each head's rows of W^q, W^k, W^v, attend with the plain
+    attention of attention_lab.reference, concatenate.
 
     A query with no allowed key gets 0 (then the output bias)."""
     q_w, k_w, v_w, o_w = (p.weight.double() for p in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj))
@@ -33,11 +34,8 @@ def loop_over_heads(mha, query, key, value, mask=None):
         q = query @ q_w[rows].T + (biases[0][rows] if biases[0] is not None else 0)  # (b, i, d)
         k = key @ k_w[rows].T + (biases[1][rows] if biases[1] is not None else 0)  # (b, j, d)
         v = value @ v_w[rows].T + (biases[2][rows] if biases[2] is not None else 0)  # (b, j, d)
-        scores = q @ k.transpose(1, 2) / math.sqrt(d)  # (b, i, j)
-        if mask is not None:
-            scores = scores.masked_fill(~mask[:, head], float("-inf"))
-        weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # (b, i, j)
-        heads.append(weights @ v)
+        out, weights = reference.attention(q, k, v, None if mask is None else mask[:, head])  # (b, i, d), (b, i, j)
+        heads.append(out)
         all_weights.append(weights)
     out = torch.cat(heads, dim=-1) @ o_w.T + (biases[3] if biases[3] is not None else 0)  # (b, i, e)
     return out, torch.stack(all_weights, dim=1)  # (b, i, e), (b, h, i, j)
