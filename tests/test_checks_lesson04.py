@@ -143,3 +143,27 @@ def test_causal_and_padding_right_padded_counterpart(capsys):
     rejects(lesson04.causal_and_padding, causal & left, LENGTHS, N, hint="padding is on the other side")
     rejects(lesson04.causal_and_padding, causal & keys & keys.transpose(-2, -1), LENGTHS, N,
             hint="padding removes keys, not queries")
+
+
+# ---- slips found by trying answers a learner would write ----
+
+def test_lower_right_causal_fixed_shift_and_missing_return_get_their_own_hints():
+    rejects(lesson04.lower_right_causal, lambda i, j: torch.ones(i, j, dtype=torch.bool).tril(5),
+            hint="every query may see every key here")  # right for 3 x 8, all True for 4 x 4
+    rejects(lesson04.lower_right_causal, lambda i, j: torch.ones(i, j, dtype=torch.bool).tril(j - 5),
+            hint="shift must follow the number of cached tokens")  # two short for 3 x 8
+    rejects(lesson04.lower_right_causal, lambda i, j: torch.ones(i, j, dtype=torch.bool).tril(i - j),
+            hint="no query may see any key")  # the shift with its sign flipped
+    rejects(lesson04.lower_right_causal, lambda i, j: None, hint="returned None")
+
+
+def test_key_mask_copied_over_the_queries_is_not_told_its_polarity_is_wrong():
+    copied = (~KPM)[:, None, None, :].expand(2, 1, 4, 3)  # right values, a query axis of 4
+    with pytest.raises(AssertionError) as error:
+        lesson04.key_mask_from_torch(copied, KPM)
+    assert "values are right" in str(error.value) and "True must mean" not in str(error.value)
+
+
+def test_padding_from_lengths_left_padding_gets_its_own_hint():
+    left = torch.arange(5)[None, :] >= 5 - torch.tensor([4, 2, 0])[:, None]
+    rejects(lesson04.padding_from_lengths, left, [4, 2, 0], 5, hint="padding is added at the end")

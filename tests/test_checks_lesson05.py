@@ -175,3 +175,15 @@ def test_head_weights_from_torch_rejects(setup):
     ]
     for answer, message in cases:
         rejects(check.head_weights_from_torch, answer, torch_mha, x, head=2, hint=message)
+
+
+# ---- slips found by trying answers a learner would write ----
+
+def test_functions_without_return_get_the_return_hint():
+    rejects(check.split_heads, lambda x, h: None, hint="split_heads returned None")
+    rejects(check.merge_heads, lambda o: None, hint="merge_heads returned None")
+
+
+def test_cross_attention_flops_every_projection_on_both_sequences_gets_its_own_hint():
+    rejects(check.cross_attention_flops, 8 * NQ * E * E + 8 * NK * E * E + 4 * NQ * NK * E, n_queries=NQ,
+            n_keys=NK, embed_dim=E, num_heads=H, hint="each projection reads one sequence only")

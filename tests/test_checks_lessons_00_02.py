@@ -298,3 +298,61 @@ def test_predicted_variance(capsys):
     rejects(lesson02.predicted_variance, 100, d=64, variance=4, hint="find the variance of one product")
     rejects(lesson02.predicted_variance, "1024", d=64, variance=4, hint="not text")
     rejects(lesson02.predicted_variance, None, d=64, variance=4, hint="give a number")
+
+
+# ---- slips found by trying answers a learner would write ----
+
+def test_attends_most_to_names_a_weight_given_instead_of_a_token(weights):
+    rejects(lesson00.attends_most_to, weights[:, 1].max(), weights, key=1, tokens=TOKENS, hint="a weight from")
+    rejects(lesson00.attends_most_to, 0.45, weights, key=1, tokens=TOKENS, hint="a weight from the matrix")
+    rejects(lesson00.attends_most_to, 0.55, weights, key=1, tokens=TOKENS, hint="whole number")  # not a weight
+
+
+def test_attention_received_success_states_the_totals_of_this_matrix(capsys, weights):
+    lesson00.attention_received(weights.sum(0), weights)
+    out = capsys.readouterr().out
+    totals = weights.sum(0)
+    assert f"{float(totals.min()):.2f} to {float(totals.max()):.2f}" in out and "unevenly" in out
+    doubly_stochastic = torch.full((4, 4), 0.25)  # every key receives exactly 1: "unevenly" would be false
+    lesson00.attention_received(doubly_stochastic.sum(0), doubly_stochastic)
+    out = capsys.readouterr().out
+    assert out.startswith("Correct") and "unevenly" not in out
+
+
+def test_lesson01_softmaxed_scores_lost_axis_and_wrong_axis_norms_get_their_hints(qk):
+    q, k = qk
+    s = q @ k.T
+    rejects(lesson01.scores_for_query, torch.softmax(k @ q[2], -1), q, k, i=2, hint="raw scores alpha")
+    rejects(lesson01.weight_matrix, s.exp() / s.exp().sum(-1), q, k, hint="lost their axis")
+    x = torch.randn(4, 4, generator=torch.Generator().manual_seed(5))  # n == d_model: shapes cannot tell
+    unit = x / x.norm(dim=-1, keepdim=True)
+    columns = x / x.norm(dim=0, keepdim=True)
+    rejects(lesson01.cosine_similarity_matrix, columns @ columns.T, x, hint="normalised over the wrong axis")
+    rejects(lesson01.cosine_similarity_matrix, unit.T @ unit, x, hint="compares features with features")
+    rejects(lesson01.cosine_similarity_matrix, x @ x.T / x.norm(dim=-1) / x.norm(dim=-1), x,
+            hint="one length must divide the rows")
+
+
+@pytest.mark.parametrize("check", [lesson01.fixed_attend, lesson02.fixed_attention])
+def test_a_function_without_return_gets_the_return_hint(check):
+    rejects(check, lambda q, k, v: None, hint="returned None")
+
+
+def test_lesson02_slips_get_their_own_hints(qk2):
+    Q, K = qk2
+    d = Q.shape[-1]
+    rejects(lesson02.scaled_scores, Q @ K.T * math.sqrt(d), Q, K, d_model=6, hint="multiplied by sqrt")
+    rejects(lesson02.scaled_scores, torch.softmax(Q @ K.T / math.sqrt(d), -1), Q, K, d_model=6,
+            hint="before the softmax")
+    rejects(lesson02.stable_softmax, lambda x: None, hint="returned None")
+    shift_min = lambda x: (lambda e: e / e.sum(-1, keepdim=True))((x - x.amin(-1, keepdim=True)).exp())
+    rejects(lesson02.stable_softmax, shift_min, hint="scores near 1000 still overflows")
+    clamped = lambda x: (lambda e: e / e.sum(-1, keepdim=True))(x.clamp(max=80).exp())
+    with pytest.raises(AssertionError) as error:  # not the whole-tensor-maximum hint: it never subtracted one
+        lesson02.stable_softmax(clamped)
+    assert "maximum of the whole tensor" not in str(error.value) and "underflows to 0" in str(error.value)
+    rejects(lesson02.fixed_attention, lambda Q, K, V: _scaled(Q, K, V, 1 / 2), hint=r"1/sqrt\(4\).*fixed number")
+    rejects(lesson02.fixed_attention, lambda Q, K, V: _scaled(Q, K, V, 1 / math.sqrt(Q.shape[1])),
+            hint="not a count of tokens, heads")
+    rejects(lesson02.fixed_attention, lambda Q, K, V: _scaled(Q, K, V, 1 / math.sqrt(V.shape[-1])),
+            hint="not a count of tokens, heads or value features")

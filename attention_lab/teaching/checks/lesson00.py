@@ -32,12 +32,17 @@ def weights_shape(answer: object, n_queries: int | None = None, n_keys: int | No
     hint("each query token gets one row, and each row holds one weight for every key token")
 
 
-def _token_index(answer: object, tokens: Sequence[str]) -> set[int]:
+def _token_index(answer: object, tokens: Sequence[str], weights: torch.Tensor) -> set[int]:
     """The positions an answer names: a token (every position holding it) or an index (a whole number)."""
     if isinstance(answer, str):
         if answer not in tokens:
             hint(f"{answer!r} is not one of the tokens {list(tokens)}")
         return {i for i, t in enumerate(tokens) if t == answer}
+    if isinstance(answer, float) or (isinstance(answer, torch.Tensor) and answer.is_floating_point()
+                                     and answer.numel() == 1):
+        if bool(((weights - float(answer)).abs() < 5e-3).any()) and float(answer) != int(float(answer)):
+            hint("that is a weight from the matrix; the question asks which token, so answer with the token or "
+                 "its index")
     index = whole_number(answer, "your answer (a token or its index)")
     if not 0 <= index < len(tokens):
         hint(f"an index counts tokens from 0 to {len(tokens) - 1}, got {index}")
@@ -49,7 +54,7 @@ def most_attended(answer: object, weights: torch.Tensor, query: int, tokens: Seq
     """The key that query ``query`` gives its largest weight (a token string or its index): read along a row."""
     weights = as_tensor(weights, "the weights")
     best, by_column = int(weights[query].argmax()), int(weights[:, query].argmax())
-    named = _token_index(answer, tokens)
+    named = _token_index(answer, tokens, weights)
     if best in named:
         correct(f"row {query} ({tokens[query]!r}) puts its largest weight, {float(weights[query, best]):.2f}, "
                 f"on {tokens[best]!r}")
@@ -66,7 +71,7 @@ def attends_most_to(answer: object, weights: torch.Tensor, key: int, tokens: Seq
     a column."""
     weights = as_tensor(weights, "the weights")
     best, by_row = int(weights[:, key].argmax()), int(weights[key].argmax())
-    named = _token_index(answer, tokens)
+    named = _token_index(answer, tokens, weights)
     if best in named:
         correct(f"column {key} ({tokens[key]!r}) is brightest in row {best}: {tokens[best]!r} gives "
                 f"{tokens[key]!r} a weight of {float(weights[best, key]):.2f}")
@@ -81,9 +86,10 @@ def attends_most_to(answer: object, weights: torch.Tensor, key: int, tokens: Seq
 def attention_received(answer: object, weights: torch.Tensor) -> None:
     """Exercise 3: how much attention each key receives in total, from all the queries (one number per key)."""
     weights = as_tensor(weights, "the weights")
+    received = weights.sum(dim=-2)  # (j,)
     check_tensor_answer(
         answer,
-        weights.sum(dim=-2),
+        received,
         what="your totals",
         mistakes=[(weights.sum(dim=-1), "those are the totals each query hands out (every row sums to 1); the "
                                         "question is what each key receives from all the queries together"),
@@ -91,6 +97,8 @@ def attention_received(answer: object, weights: torch.Tensor) -> None:
                   (weights.sum(), "that is one number for the whole matrix; keep one total per key")],
         shape_hint="one total per key token: a vector with one entry per column",
         unit_axes_ok=True,
-        success="each query hands out exactly 1, but the keys do not receive 1 each: attention is shared out "
-                "unevenly",
+        success=(f"each query hands out exactly 1, but the keys receive from {float(received.min()):.2f} to "
+                 f"{float(received.max()):.2f}: attention is shared out unevenly"
+                 if float(received.max() - received.min()) > 0.01 else
+                 "each query hands out exactly 1, and here every key happens to receive 1 as well"),
     )

@@ -34,7 +34,10 @@ def lower_right_causal(fn: Callable[[int, int], torch.Tensor]) -> None:
     """Exercise 1: ``fn(n_queries, n_keys)`` is the causal mask of ``n_queries`` new tokens after
     ``n_keys - n_queries`` cached ones (aligned at the lower right; True = may attend), for several sizes."""
     for n_queries, n_keys in ((3, 8), (4, 4), (1, 6), (2, 3)):
-        got = _as_bool(call_learner(fn, n_queries, n_keys, what="your mask function"), "your mask")
+        result = call_learner(fn, n_queries, n_keys, what="your mask function")
+        if result is None:
+            hint("your mask function returned None: end it with a return statement that gives back the mask")
+        got = _as_bool(result, "your mask")
         expected = _lower_right(n_queries, n_keys)
         if got.shape == (n_keys, n_queries) and n_keys != n_queries:
             hint("rows are queries and columns keys: the mask has one row per new token and one column per key")
@@ -52,6 +55,17 @@ def lower_right_causal(fn: Callable[[int, int], torch.Tensor]) -> None:
             hint("each new token may also attend to itself: its own key is the last one it may see")
         if torch.equal(got, _lower_right(n_queries, n_keys, shift=1)):
             hint("off by one: each new token sees one key too many, the key just after its own position")
+        if bool(got.all()):
+            hint(f"every query may see every key here, but new token r (token {n_keys - n_queries} + r of the "
+                 f"sequence) may see keys only up to and including its own position")
+        if not bool(got.any()):
+            hint(f"in your mask no query may see any key, but new token r (token {n_keys - n_queries} + r of the "
+                 f"sequence) may see every key up to and including its own position")
+        staircase = torch.ones(n_queries, n_keys, dtype=torch.bool)  # (i, j)
+        if any(torch.equal(got, staircase.tril(s)) for s in range(1 - n_queries, n_keys - 1)):
+            hint(f"the right staircase, shifted by the wrong amount for {n_queries} new tokens after "
+                 f"{n_keys - n_queries} cached ones: new token r is token {n_keys - n_queries} + r here, and the "
+                 f"shift must follow the number of cached tokens for every size, not a fixed number")
         hint(f"new token r (counting from 0) is token {n_keys - n_queries} + r of the whole sequence; it may see "
              f"every key up to and including its own position, none after it")
     correct("the newest token sees every key, and each earlier new token one key fewer: causal, aligned at the "
@@ -79,6 +93,10 @@ def key_mask_from_torch(answer: object, key_padding_mask: torch.Tensor) -> None:
              "broadcasts to (b, h, i, j)")
     if got.shape == (b, 1, j, 1):
         hint("padding removes keys, the last axis (j); the query axis should have size 1")
+    if got.dim() == 4 and got.shape[0] == b and got.shape[1] == 1 and got.shape[3] == j and torch.equal(
+            got, expected.expand(got.shape)):
+        hint("the values are right, copied over the queries; the exercise asks for the key mask itself, with a "
+             "query axis of size 1 that broadcasts")
     hint("True must mean 'may attend', and the mask needs size-1 axes for the heads and the queries so that it "
          "broadcasts to (b, h, i, j)")
 
@@ -98,6 +116,8 @@ def padding_from_lengths(answer: object, lengths: Sequence[int], max_len: int) -
     positions = torch.arange(max_len)
     if torch.equal(got, positions[None, :] <= torch.tensor(list(lengths))[:, None]):
         hint("one True too many per row: a sequence of length L has positions 0 .. L-1, so use p < L")
+    if torch.equal(got, _left_padding(lengths, max_len)):
+        hint("here the padding is added at the end: the real tokens of each sequence come first")
     hint("position p of sequence b is a real token exactly when p < lengths[b]; broadcasting the positions "
          "against the lengths gives every row at once")
 
