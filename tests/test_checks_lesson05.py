@@ -36,7 +36,7 @@ def test_split_heads_accepts(capsys, split):
     (lambda x, h: x, r"the result should be \(b, h, n, d\)"),
     (lambda x, h: rearrange(x, "b n (h d) -> b h n d", h=h).flip(2), r"shape is right but the values"),
     (lambda x, h: rearrange(x, "b n (h d) -> b h n d", h=3), r"raised EinopsError .* inputs of shape "
-                                                             r"\[\(1, 4, 8\)\]"),  # hard-coded h
+                                                             r"\[\(1, 4, 8\)\] and the argument 4"),  # hard-coded h
     (torch.zeros(2, 3, 5, 4), r"pass your function itself"),
 ])
 def test_split_heads_rejects(split, message):

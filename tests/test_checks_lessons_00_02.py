@@ -40,7 +40,8 @@ def test_weights_shape_names_each_mistake():
     rejects(lesson00.weights_shape, (84,), n_queries=7, n_keys=12, hint="the weights form a matrix")
     rejects(lesson00.weights_shape, (7, 12.5), n_queries=7, n_keys=12, hint="whole number")
     rejects(lesson00.weights_shape, "7x12", n_queries=7, n_keys=12, hint="tuple of integers")
-    rejects(lesson00.weights_shape, 84, n_queries=7, n_keys=12, hint="tuple of integers")
+    rejects(lesson00.weights_shape, 84, n_queries=7, n_keys=12, hint="that is the number of weights")
+    rejects(lesson00.weights_shape, 12, n_queries=7, n_keys=12, hint="tuple of integers")
     rejects(lesson00.weights_shape, (3, 4), n_queries=7, n_keys=12, hint="each query token gets one row")
     rejects(lesson00.weights_shape, ..., n_queries=7, n_keys=12, hint="tuple of integers")
 
@@ -356,3 +357,26 @@ def test_lesson02_slips_get_their_own_hints(qk2):
             hint="not a count of tokens, heads")
     rejects(lesson02.fixed_attention, lambda Q, K, V: _scaled(Q, K, V, 1 / math.sqrt(V.shape[-1])),
             hint="not a count of tokens, heads or value features")
+
+
+# ---- found by the sweep of right and wrong answers through every check ----
+
+def test_stable_softmax_is_tried_on_one_row_and_on_a_batch_of_heads(capsys):
+    accepts(capsys, lesson02.stable_softmax, lambda x: (x - x.logsumexp(-1, keepdim=True)).exp())
+    unsqueezed = lambda x: (lambda e: e / e.sum(-1)[..., None])((x - x.amax(-1)[..., None]).exp())
+    accepts(capsys, lesson02.stable_softmax, unsqueezed)
+    needs_two_axes = lambda x: torch.softmax(x.transpose(-2, -1), dim=-2).transpose(-2, -1)  # right from 2-D up
+    rejects(lesson02.stable_softmax, needs_two_axes, hint=r"raised IndexError .* inputs of shape \[\(7,\)\]")
+
+
+def test_a_function_that_reads_a_notebook_tensor_is_told_about_the_float64_inputs():
+    k_of_the_notebook = torch.randn(4, 3)  # float32, like the lesson's k
+    uses_global = lambda q, k, v: torch.softmax(q @ k_of_the_notebook.T, -1) @ v
+    rejects(lesson01.fixed_attend, uses_global, hint="passes its own float64 tensors")
+
+
+def test_an_error_names_the_arguments_that_are_not_tensors():
+    from attention_lab.teaching.checks import lesson04
+
+    too_far = lambda i, j: torch.ones(i, j, dtype=torch.bool)[i]  # indexes one row past the end
+    rejects(lesson04.lower_right_causal, too_far, hint=r"raised IndexError .* with the arguments 3, 8;")

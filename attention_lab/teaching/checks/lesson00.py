@@ -16,6 +16,8 @@ def weights_shape(answer: object, n_queries: int | None = None, n_keys: int | No
     (``n_tokens``: both, the self-attention case)."""
     n_queries = n_tokens if n_queries is None else n_queries
     n_keys = n_queries if n_keys is None else n_keys
+    if isinstance(answer, (int, float)) and not isinstance(answer, bool) and answer == n_queries * n_keys:
+        hint("that is the number of weights; the shape says how they are laid out: rows and columns")
     if isinstance(answer, (str, bytes)) or not hasattr(answer, "__len__"):
         hint("write the shape as a tuple of integers, like (rows, columns)")
     shape = tuple(whole_number(x, "each entry of the shape") for x in answer)  # 7.5 must not pass as 7

@@ -72,7 +72,7 @@ def stable_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     if not callable(fn):
         hint("pass your function itself, e.g. stable_softmax(my_softmax), not its result")
     gen = torch.Generator().manual_seed(0)  # a private generator: the lesson's random numbers stay as they were
-    for shape in ((4, 6), (5, 5), (2, 3, 5)):  # a hard-coded axis fails on one of these
+    for shape in ((4, 6), (5, 5), (2, 3, 5), (2, 2, 3, 4), (7,)):  # a hard-coded axis fails on one of these
         x = torch.randn(*shape, generator=gen)
         got = _run_softmax(fn, x)
         if got.shape != x.shape:
@@ -105,7 +105,7 @@ def stable_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
              "number from a whole row, so choose that number to make each row's largest score 0")
     if not close(got_huge, expected_huge):
         hint("on large scores your result is finite but wrong; subtract each row's own maximum")
-    correct("your softmax matches torch.softmax on 2-D and 3-D scores and stays finite at scores of 1000")
+    correct("your softmax matches torch.softmax on scores with 1 to 4 axes and stays finite at scores of 1000")
 
 
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
