@@ -57,9 +57,10 @@ def test_attends_most_to_reads_a_column(capsys, weights):
 
 
 def test_the_row_hint_comes_only_when_the_row_gives_a_different_answer(weights):
-    # key 2: column 2 is brightest in row 1, and row 2 is brightest at column 2 itself ("chased" -> "chased")
+    # key 2: column 2 is brightest in row 1, and row 2 is brightest at column 2 itself ("chased" -> "chased"):
+    # the answer is the key itself, whichever way it was read, and is told so
     message = pytest.raises(AssertionError, lesson00.attends_most_to, "chased", weights, key=2, tokens=TOKENS)
-    assert "its row" in str(message.value)
+    assert "'chased' itself" in str(message.value)
     same = weights.clone()
     same[1] = torch.tensor([0.05, 0.70, 0.15, 0.05, 0.05])  # now row 1 and column 1 both point at "cat"
     same[4] = torch.tensor([0.05, 0.30, 0.05, 0.05, 0.55])
@@ -380,3 +381,12 @@ def test_an_error_names_the_arguments_that_are_not_tensors():
 
     too_far = lambda i, j: torch.ones(i, j, dtype=torch.bool)[i]  # indexes one row past the end
     rejects(lesson04.lower_right_causal, too_far, hint=r"raised IndexError .* with the arguments 3, 8;")
+
+
+def test_the_token_itself_gets_its_own_hint_not_one_that_holds_only_for_this_data():
+    # row 1's largest weight is on key 2, and column 1's largest is in row 1: the answer "b" (the query itself)
+    # used to get the column hint only because column 1 happens to peak at row 1
+    weights = torch.tensor([[0.6, 0.2, 0.2], [0.1, 0.3, 0.6], [0.5, 0.1, 0.4]])
+    rejects(lesson00.most_attended, "b", weights, query=1, tokens=list("abc"), hint="that is 'b' itself")
+    rejects(lesson00.attends_most_to, "c", weights, key=2, tokens=list("abc"), hint="that is 'c' itself")
+    rejects(lesson00.most_attended, "a", weights, query=1, tokens=list("abc"), hint="brightest cell")

@@ -61,6 +61,8 @@ def most_attended(answer: object, weights: torch.Tensor, query: int, tokens: Seq
         correct(f"row {query} ({tokens[query]!r}) puts its largest weight, {float(weights[query, best]):.2f}, "
                 f"on {tokens[best]!r}")
         return
+    if query in named:  # the token itself; the column's answer may be the same token, but that is a coincidence
+        hint(f"that is {tokens[query]!r} itself; along its row another key gets a larger weight")
     if by_column in named:  # only reached when the column's answer differs from the row's
         hint(f"row i lists what query i attends to; you read column {query}, which shows who attends to "
              f"{tokens[query]!r}")
@@ -78,6 +80,8 @@ def attends_most_to(answer: object, weights: torch.Tensor, key: int, tokens: Seq
         correct(f"column {key} ({tokens[key]!r}) is brightest in row {best}: {tokens[best]!r} gives "
                 f"{tokens[key]!r} a weight of {float(weights[best, key]):.2f}")
         return
+    if key in named:  # the token itself; its own row may point at it too, but that is a coincidence
+        hint(f"that is {tokens[key]!r} itself; down its column another query gives it a larger weight")
     if by_row in named:  # only reached when the row's answer differs from the column's
         hint(f"that is what {tokens[key]!r} itself attends to (its row); the question is which token attends "
              f"to {tokens[key]!r}, so read the column of that key")
