@@ -390,3 +390,9 @@ def test_the_token_itself_gets_its_own_hint_not_one_that_holds_only_for_this_dat
     rejects(lesson00.most_attended, "b", weights, query=1, tokens=list("abc"), hint="that is 'b' itself")
     rejects(lesson00.attends_most_to, "c", weights, key=2, tokens=list("abc"), hint="that is 'c' itself")
     rejects(lesson00.most_attended, "a", weights, query=1, tokens=list("abc"), hint="brightest cell")
+
+
+def test_an_empty_answer_is_named_in_a_sentence_that_fits_plural_names(weights):
+    with pytest.raises(AssertionError, match="^Not yet. Hint: still empty") as error:
+        lesson00.attention_received(None, weights)
+    assert "your totals is" not in str(error.value)
