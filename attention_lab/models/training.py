@@ -1,8 +1,9 @@
-"""A small, transparent training loop for the toy tasks: the optimizer, the warmup schedule, and what it records.
+"""A small, transparent training loop for the toy tasks: the optimizer, the loop, and what it records.
 
 ``train(model, task, steps=..., lr=...)`` draws a fresh batch every step (so the accuracy it records is measured on
 sequences the model has never seen), and returns a :class:`History` with, per step: the loss, the token accuracy,
-the learning rate, the gradient norm (total and per layer, before clipping) and the weight norm.
+the learning rate, the gradient norm (total and per layer, before clipping) and the weight norm. The learning rate
+follows :func:`~attention_lab.models.schedule.warmup_schedule` (also importable from here).
 
 Weight decay applies to the matrices (every parameter with two or more dimensions: projections, embeddings, the
 output layer), not to biases and LayerNorm gains, as is usual; ``History.weight_norm`` is the norm of those matrices.
@@ -21,56 +22,13 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .._validation import check_choice, check_number, check_positive_int, fail
+from .schedule import SCHEDULES, WarmupSchedule, warmup_schedule
 from .tasks import IGNORE_INDEX, make_generator
 
 __all__ = ["OPTIMIZERS", "SCHEDULES", "History", "WarmupSchedule", "evaluate", "make_optimizer", "train",
            "warmup_schedule"]
 
 OPTIMIZERS = ("adamw", "adam_l2")
-SCHEDULES = ("constant", "linear", "cosine")
-
-
-@dataclass(frozen=True)
-class WarmupSchedule:
-    """The learning-rate factor at each step: a linear warmup, then constant, linear decay or cosine decay.
-
-    ``factor(step)`` for step ``0, 1, ...``: ``(step + 1) / warmup_steps`` during the warmup (so the first step
-    already moves), then ``1`` (constant), ``1 - p`` (linear) or ``(1 + cos(pi p)) / 2`` (cosine), where
-    ``p = (step - warmup_steps) / (total_steps - warmup_steps)`` runs from 0 to 1 after the warmup.
-    It is a plain function of the step, so it works with any optimizer through
-    ``torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)``.
-
-    Shape: step (an int) -> factor (a float in [0, 1]).
-    """
-
-    warmup_steps: int
-    total_steps: int
-    schedule: str = "constant"
-
-    def __call__(self, step: int) -> float:
-        if step < self.warmup_steps:
-            return (step + 1) / self.warmup_steps
-        if self.schedule == "constant":
-            return 1.0
-        progress = min(1.0, (step - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps))
-        if self.schedule == "linear":
-            return 1.0 - progress
-        return 0.5 * (1.0 + math.cos(math.pi * progress))
-
-
-def warmup_schedule(warmup_steps: int, total_steps: int, schedule: str = "constant") -> WarmupSchedule:
-    """A :class:`WarmupSchedule`: ``warmup_steps`` of linear warmup, then ``schedule`` until ``total_steps``.
-
-    Use it with any optimizer: ``LambdaLR(optimizer, warmup_schedule(100, 1000, "cosine"))``, then call
-    ``scheduler.step()`` after each ``optimizer.step()``.
-
-    Shape: step (an int) -> factor (a float in [0, 1]).
-    """
-    fn = "warmup_schedule"
-    check_positive_int(fn, "warmup_steps", warmup_steps, minimum=0)
-    check_positive_int(fn, "total_steps", total_steps, minimum=1)
-    check_choice(fn, "schedule", schedule, SCHEDULES)
-    return WarmupSchedule(warmup_steps, total_steps, schedule)
 
 
 def _decayed(parameters: Iterable[tuple[str, nn.Parameter]]) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
