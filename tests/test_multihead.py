@@ -1,5 +1,4 @@
-"""MultiHeadAttention against nn.MultiheadAttention and an fp64 loop over heads; from_torch/to_torch; errors;
-plot_heads."""
+"""MultiHeadAttention against nn.MultiheadAttention and an fp64 loop over heads; from_torch/to_torch; errors."""
 
 import math
 
