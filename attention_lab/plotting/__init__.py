@@ -2,8 +2,9 @@
 
 Every function takes an optional ``ax=``, returns the ``Figure`` and never calls ``plt.show()`` or touches global
 matplotlib state: without ``ax`` it builds a standalone ``matplotlib.figure.Figure`` (not registered with pyplot),
-which Jupyter shows when it is the cell's last value. Colormaps are perceptually uniform and colorblind-safe
-(viridis for weights, cividis for masks).
+which Jupyter draws when it is the cell's last value once the inline backend is on (``%matplotlib inline``, the
+first line of every lesson's setup cell). Importing this package changes no display setting. Colormaps are
+perceptually uniform and colorblind-safe (viridis for weights, cividis for masks).
 """
 
 from ._base import MASK_CMAP, WEIGHTS_CMAP  # noqa: F401 (colormap names for callers)
