@@ -181,7 +181,7 @@ def plot_layer_grad_norms(
         ax.bar(offsets, means, width=width, label=label, color=_RUN_COLOURS[index % len(_RUN_COLOURS)],
                hatch=("", "//", "..", "xx")[index % 4], edgecolor="white")
     ax.set_xticks(range(len(parts)), [p.replace("_", " ") for p in parts], rotation=30, ha="right")
-    _finish_axes(ax, xlabel="part of the model (input -> output)", ylabel=f"mean gradient norm, steps 1-{first}",
+    _finish_axes(ax, xlabel="part of the model (input -> output)", ylabel=f"mean gradient norm, first {first} steps",
                  title=title, grid_axis="y")
     return fig
 
