@@ -111,7 +111,8 @@ def test_one_step_names_each_mistake():
     rejects(check.one_step, adamw, adamw, **STEP, match="joins the gradient first")
     rejects(check.one_step, [1.0, 2.0], l2, **STEP, match="single number")
     rejects(check.one_step, None, l2, **STEP, match="still empty")
-    rejects(check.one_step, "0.86", l2, **STEP, match="could not be checked|should be a tensor")
+    rejects(check.one_step, "0.86", l2, **STEP, match="should be a tensor")
+    rejects(check.one_step, 0.86 + 1j, l2, **STEP, match="could not be checked: .*raised RuntimeError")
 
 
 def test_one_step_fallbacks_describe_the_idea_not_the_code():
@@ -135,10 +136,14 @@ def colleague(block, x):  # the lesson's buggy version: the stream itself is nor
     return x + block.ff(x)
 
 
+def pre_ln_returning_a_pair(block, x):  # (output, weights), the way TransformerBlock itself answers
+    return pre_ln(block, x), None
+
+
 @pytest.mark.parametrize("fn", [
     pre_ln,
-    lambda block, x: block(x),  # the block itself answers (output, weights)
-    lambda block, x: block(x)[0].double(),  # float64
+    pre_ln_returning_a_pair,
+    lambda block, x: pre_ln(block, x.double().float()).double(),  # float64
     lambda block, x: pre_ln(block, x).detach().numpy(),  # numpy
 ])
 def test_pre_ln_accepts_every_correct_form(fn, capsys):
@@ -166,6 +171,8 @@ def test_pre_ln_names_each_mistake():
 
 def test_pre_ln_turns_errors_into_hints():
     rejects(check.pre_ln_block, lambda b, x: x + b.attn(b.norm1(x)), match="returns a pair")
+    rejects(check.pre_ln_block, lambda b, x: b(x)[0], match="from its four parts")  # the whole block: not handed over
+    rejects(check.pre_ln_block, lambda b, x: x + b.self_attn(x)[0], match="parts are norm1, attn, norm2 and ff")
     rejects(check.pre_ln_block, lambda b, x: x @ torch.ones(5, 5), match="raised RuntimeError")
 
     def in_place(b, x):
@@ -174,6 +181,13 @@ def test_pre_ln_turns_errors_into_hints():
 
     rejects(check.pre_ln_block, in_place, match="changed x in place")
     rejects(check.pre_ln_block, pre_ln(*check._pre_ln_cases()[0]), match="function itself")
+
+
+def test_pre_ln_tries_more_than_one_size():
+    def right_for_one_size(block, x):  # e.g. a LayerNorm written by hand for e = 8
+        return pre_ln(block, x) if x.shape[-1] == 8 else x
+
+    rejects(check.pre_ln_block, right_for_one_size, match="follow the stream")
 
 
 def test_pre_ln_cases_tell_the_mistakes_apart():

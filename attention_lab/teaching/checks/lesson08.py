@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import torch
 
@@ -166,13 +167,21 @@ def _pre_ln_mistakes(block: TransformerBlock, x: torch.Tensor) -> list[tuple[tor
 
 
 def _call_block(fn: object, block: TransformerBlock, x: torch.Tensor) -> torch.Tensor:
+    # Only the four parts: calling the whole block would answer the exercise without doing it.
+    parts = SimpleNamespace(norm1=block.norm1, attn=block.attn, norm2=block.norm2, ff=block.ff)
     try:
-        result = fn(block, x)
+        result = fn(parts, x)
     except TypeError as error:
         if "tuple" in str(error):
             hint("block.attn(...) returns a pair (output, weights), like nn.MultiheadAttention: use its first "
                  "element")
+        if "not callable" in str(error):
+            hint("build the block from its four parts (block.norm1, block.attn, block.norm2, block.ff); the "
+                 "check does not hand over the whole block to call")
         raise
+    except AttributeError as error:
+        hint(f"the block's parts are norm1, attn, norm2 and ff; your function asked for something else "
+             f"({error})")
     if isinstance(result, (tuple, list)) and result and isinstance(result[0], torch.Tensor):
         result = result[0]  # (output, weights), the way TransformerBlock itself answers
     return as_tensor(result, "your block's output")
@@ -181,7 +190,8 @@ def _call_block(fn: object, block: TransformerBlock, x: torch.Tensor) -> torch.T
 @guard_errors
 def pre_ln_block(fn: Callable[[TransformerBlock, torch.Tensor], torch.Tensor]) -> None:
     """Exercise 3: ``fn(block, x)`` computes one pre-LN block from its parts (``block.attn``, ``block.ff``,
-    ``block.norm1``, ``block.norm2``); it must equal ``TransformerBlock(..., norm="pre")``."""
+    ``block.norm1``, ``block.norm2``; the check passes only these) and must equal
+    ``TransformerBlock(..., norm="pre")``."""
     if not callable(fn):
         hint("pass your function itself, e.g. check.pre_ln_block(pre_ln), not the result of calling it")
     for block, x in _pre_ln_cases():
