@@ -258,3 +258,38 @@ def test_clip_turns_errors_into_hints():
     rejects(check.clip_by_total_norm, stub, match="NotImplementedError")
     rejects(check.clip_by_total_norm, lambda grads, m: [g / 0 for g in grads.values()], match="raised AttributeError")
     rejects(check.clip_by_total_norm, clip_right([torch.ones(2)], 1.0), match="function itself")
+
+
+# --- every check ----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["inverse_sqrt_schedule", "one_step", "pre_ln_block", "clip_by_total_norm"])
+def test_every_check_is_guarded(name):
+    assert hasattr(getattr(check, name), "__wrapped__"), f"lesson08.{name} is not wrapped with @guard_errors"
+
+
+def test_the_stub_of_every_function_exercise_gets_a_hint_not_a_traceback():
+    def stub(*args):
+        raise NotImplementedError("replace this line with your answer, then run the check cell below")
+
+    for exercise in (check.inverse_sqrt_schedule, check.pre_ln_block, check.clip_by_total_norm):
+        rejects(exercise, stub, match="NotImplementedError")
+
+
+def test_clip_joining_unflattened_gradients_any_way_gets_a_hint():
+    def stacked(grads, max_norm):  # torch.stack needs equal shapes too
+        total = torch.stack(grads).norm()
+        return [g * min(1.0, max_norm / float(total)) for g in grads]
+
+    def cat_2d_only(grads, max_norm):  # the 2-d gradients joined along rows: same number of axes, other widths
+        total = torch.cat([g for g in grads if g.dim() == 2]).norm()
+        return [g * min(1.0, max_norm / float(total)) for g in grads]
+
+    rejects(check.clip_by_total_norm, stacked, match="different shapes.*flat vector")
+    rejects(check.clip_by_total_norm, cat_2d_only, match="different shapes.*flat vector")
+
+
+def test_clip_and_pre_ln_fallbacks_describe_the_idea_not_the_code():
+    for message in (hint_of(check.clip_by_total_norm, lambda g, m: [x * 0.5 for x in g]),
+                    hint_of(check.pre_ln_block, lambda b, x: x)):
+        for code in ("torch.", ".norm(", "sqrt(", "block.", "[0]", "flatten", "sum("):
+            assert code not in message, (code, message)

@@ -218,3 +218,37 @@ def test_general_rollout_turns_errors_into_hints():
     rejects(check.general_rollout, lambda a, r: a[-1] @ a[0], match="one \\(i, j\\) matrix per sequence")
     rejects(check.general_rollout, lambda a, r: "R", match="should be a tensor")
     rejects(check.general_rollout, rollout_loop(torch.ones(1, 1, 1, 2, 2) / 2, 0.5), match="function itself")
+
+
+# --- every check ----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["pointer_attention", "smallest_head_set", "general_rollout"])
+def test_every_check_is_guarded(name):
+    assert hasattr(getattr(check, name), "__wrapped__"), f"lesson09.{name} is not wrapped with @guard_errors"
+
+
+def test_the_stub_of_every_function_exercise_gets_a_hint_not_a_traceback():
+    def stub(*args):
+        raise NotImplementedError("replace this line with your answer, then run the check cell below")
+
+    for exercise in (check.pointer_attention, check.general_rollout):
+        rejects(exercise, stub, match="NotImplementedError")
+
+
+def test_fallbacks_describe_the_idea_not_the_code(trained):
+    model, accuracies, threshold = trained
+    messages = [
+        hint_of(check.pointer_attention, lambda a, t, n: a[..., 0, 0].mean(dim=1)),
+        hint_of(check.general_rollout, lambda a, r: rollout_loop(a, r) * 0.5),
+        hint_of(check.smallest_head_set, torch.ones(2, 2, dtype=torch.bool), model, TASK, threshold=threshold,
+                n_sequences=N_SEQUENCES),
+    ]
+    for message in messages:
+        for code in ("gather", "[..., -1", "@", ".mean(", "torch.", "itertools", "product(", "head_mask="):
+            assert code not in message, (code, message)
+
+
+def hint_of(fn, *args, **kwargs) -> str:
+    with pytest.raises(AssertionError, match="^Not yet. Hint: ") as error:
+        fn(*args, **kwargs)
+    return str(error.value)

@@ -229,7 +229,7 @@ def _call_clip(fn: object, grads: list[torch.Tensor], max_norm: float) -> list[t
     except NotImplementedError:
         hint("your function still raises NotImplementedError: replace the stub with your code")
     except RuntimeError as error:
-        if "must match" in str(error) or "same number of dimensions" in str(error):
+        if any(words in str(error) for words in ("must match", "same number of dimensions", "equal size")):
             hint("the gradients have different shapes, so they cannot be joined as they are: make each one a flat "
                  "vector first, or add up each tensor's sum of squares")
         raise
