@@ -268,3 +268,43 @@ def test_fit_slope_on_two_points_does_not_claim_a_fit_quality():
 def test_fit_slope_refuses_bad_input(lengths, times, kwargs, error, match):
     with pytest.raises(error, match=match):
         timing.fit_slope(lengths, times, **kwargs)
+
+
+# ---- agreement between the round-by-round ratio and the fastest times -----------------------------------------
+
+
+@pytest.mark.parametrize(("ratio", "best", "expected"), [
+    (2.0, 2.0, True), (2.0, 2.4, True), (2.0, 2.6, False), (0.5, 0.45, True),
+    (1.05, 0.95, False),  # the two disagree on which variant is faster
+    (0.63, 51.63 / 72.40 * 2, False),
+])
+def test_agree(ratio, best, expected):
+    assert timing.agree(ratio, best) is expected
+
+
+def test_crossover_is_too_noisy_when_the_fastest_times_say_otherwise():
+    # round by round the variant is slower at 2048, yet its fastest time beats the baseline's fastest time
+    result = timing.crossover(LENGTHS, [0.3, 0.5, 0.7, 0.63], best_ratios=[0.3, 0.5, 0.7, 1.4], name="sparse")
+    assert not result.conclusive and result.n is None
+    assert "at n = 2048" in result.message and "disagree on whether sparse is faster" in result.message
+    agreeing = timing.crossover(LENGTHS, [0.3, 0.5, 1.3, 3.2], best_ratios=[0.4, 0.6, 1.1, 2.5])
+    assert agreeing.conclusive and agreeing.n == 1024
+    with pytest.raises(ValueError, match="equal, non-zero length"):
+        timing.crossover(LENGTHS, [0.3, 0.5, 1.3, 3.2], best_ratios=[1.0])
+
+
+def test_speed_states_both_figures_or_refuses(monkeypatch):
+    # rounds (a, b): (1, 2), (4, 1), (2, 1): round by round b is 2x a's speed, the fastest times say 1x
+    scripted(monkeypatch, [1.0, 1.0, 1.0, 2.0, 4.0, 1.0, 2.0, 1.0])
+    noisy = timing.compare({"a": lambda: None, "b": lambda: None}, rounds=3, min_time=1e-9, warmup=0)
+    assert noisy.speed("b").startswith("too noisy to conclude: b ran at 2.00x a's speed round by round")
+    scripted(monkeypatch, [1.0, 1.0, 2.0, 1.0, 2.2, 1.0, 2.0, 1.1])
+    clean = timing.compare({"a": lambda: None, "b": lambda: None}, rounds=3, min_time=1e-9, warmup=0)
+    assert clean.speed("b") == "b ran at 2.00x a's speed (median of 3 rounds; the fastest times give 2.00x)"
+    assert clean.speed("a", "b").startswith("a ran at 0.50x b's speed")
+
+
+def test_sweep_best_ratio_is_the_ratio_of_fastest_times(monkeypatch):
+    scripted(monkeypatch, [1.0] * 2 + [2.0, 1.0] + [1.0] * 2 + [8.0, 2.0])
+    result = timing.sweep(lambda n: {"slow": lambda: None, "fast": lambda: None}, [1, 2], rounds=1, min_time=1e-9)
+    assert result.best_ratio("fast") == [2.0, 4.0] and result.best_ratio("slow", "fast") == [0.5, 0.25]
