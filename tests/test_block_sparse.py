@@ -24,8 +24,8 @@ def layouts(b):
     return {
         "local": BlockLayout.local(b),
         "sliding": BlockLayout.sliding_window(b),
-        "sliding2": BlockLayout.sliding_window(b, window=2),
-        "sliding_causal": BlockLayout.sliding_window(b, window=1, causal=True),
+        "sliding2": BlockLayout.sliding_window(b, neighbours=2),
+        "sliding_causal": BlockLayout.sliding_window(b, neighbours=1, causal=True),
         "strided": BlockLayout.strided(b, 3),
         "global": BlockLayout.global_blocks(b, [0, 2]),
         "random": BlockLayout.random(b, 2, seed=3),
@@ -132,13 +132,13 @@ def test_work_follows_the_kept_blocks(name, n):
 
 @pytest.mark.parametrize("block_size", [1, 3, 128])
 def test_odd_block_sizes(block_size):
-    layout = BlockLayout.sliding_window(block_size, 1, causal=True) | BlockLayout.strided(block_size, 4)
+    layout = BlockLayout.sliding_window(block_size, neighbours=1, causal=True) | BlockLayout.strided(block_size, 4)
     q, k, v = qkv(2, n=37)
     torch.testing.assert_close(al.block_sparse_attention(q, k, v, layout), dense(q, k, v, layout), **F64)
 
 
 def test_fp32_matches_pytorch_sdpa():
-    layout = BlockLayout.sliding_window(64, 1)
+    layout = BlockLayout.sliding_window(64, neighbours=1)
     q, k, v = qkv(1, 4, n=1000, d=64, dv=64, dtype=torch.float32)
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=layout.to_dense(1000))
     torch.testing.assert_close(al.block_sparse_attention(q, k, v, layout), expected, **F32)
@@ -188,9 +188,10 @@ def test_per_row_key_counts_match_formulas(n, b):
     assert torch.equal(count(BlockLayout.local(b)), sizes[r])
     for w in (0, 1, 2):
         near = (r[:, None] - blocks[None, :]).abs() <= w
-        assert torch.equal(count(BlockLayout.sliding_window(b, w)), keys_in(near))
+        assert torch.equal(count(BlockLayout.sliding_window(b, neighbours=w)), keys_in(near))
         # causal: from the first position of block r - w up to i itself
-        assert torch.equal(count(BlockLayout.sliding_window(b, w, causal=True)), rows - (r - w).clamp_min(0) * b + 1)
+        causal = BlockLayout.sliding_window(b, neighbours=w, causal=True)
+        assert torch.equal(count(causal), rows - (r - w).clamp_min(0) * b + 1)
     for s in (1, 2, 3):
         assert torch.equal(count(BlockLayout.strided(b, s)), keys_in((r[:, None] - blocks[None, :]) % s == 0))
     assert torch.equal(count(BlockLayout.causal(b)), rows + 1)
@@ -218,7 +219,7 @@ def test_sparsity_and_block_mask(name, n):
 
 
 def test_union_and_intersection_are_elementwise():
-    parts = [BlockLayout.sliding_window(8, 1, causal=True), BlockLayout.local(8), BlockLayout.strided(8, 3),
+    parts = [BlockLayout.sliding_window(8, neighbours=1, causal=True), BlockLayout.local(8), BlockLayout.strided(8, 3),
              BlockLayout.causal(8), BlockLayout.global_blocks(8, [1])]
     for a in parts:
         for b in parts:
@@ -235,17 +236,18 @@ def test_random_layout_is_reproducible():
 def test_global_tokens_restore_a_path():
     """Two hops through a global block connect any two positions; a sliding window alone needs many hops."""
     n, b = 64, 8
-    sliding = BlockLayout.sliding_window(b, 1).to_dense(n).double()
-    with_global = (BlockLayout.sliding_window(b, 1) | BlockLayout.global_blocks(b, [0])).to_dense(n).double()
+    sliding = BlockLayout.sliding_window(b, neighbours=1).to_dense(n).double()
+    with_global = (BlockLayout.sliding_window(b, neighbours=1) | BlockLayout.global_blocks(b, [0])).to_dense(n).double()
     assert (sliding @ sliding)[0, n - 1] == 0
     assert ((with_global @ with_global) > 0).all()
 
 
 def test_describe_and_repr():
-    layout = BlockLayout.sliding_window(4, 1, causal=True) | BlockLayout.global_blocks(4, [0])
+    layout = BlockLayout.sliding_window(4, neighbours=1, causal=True) | BlockLayout.global_blocks(4, [0])
     text = layout.describe(14)
     lines = text.splitlines()
-    assert lines[0].startswith("BlockLayout(sliding_window(4, window=1, causal=True) | global_blocks(4, [0])), n=14")
+    name = "BlockLayout(sliding_window(4, neighbours=1, causal=True) | global_blocks(4, [0])), n=14"
+    assert lines[0].startswith(name)
     assert "4 x 4 blocks of 4" in lines[0] and f"sparsity {layout.sparsity(14):.4f}" in lines[0]
     assert lines[2:] == ["####", "#\\..", "##\\.", "#.#\\"]
     assert repr(BlockLayout.local(3)) == "BlockLayout(local(3))"
@@ -265,13 +267,13 @@ def test_empty_rows_give_zeros_and_finite_gradients(n):
 
 
 def test_gradcheck_fp64():
-    layout = BlockLayout.sliding_window(3, 1, causal=True) | BlockLayout.global_blocks(3, [0])
+    layout = BlockLayout.sliding_window(3, neighbours=1, causal=True) | BlockLayout.global_blocks(3, [0])
     q, k, v = qkv(2, n=8, d=3, dv=2, grad=True)
     assert torch.autograd.gradcheck(lambda *x: al.block_sparse_attention(*x, layout), (q, k, v))
 
 
 def test_broadcast_leading_dimensions():
-    layout = BlockLayout.sliding_window(4, 1)
+    layout = BlockLayout.sliding_window(4, neighbours=1)
     q = torch.randn(2, 3, 10, 4, dtype=torch.float64)
     k = torch.randn(1, 3, 10, 4, dtype=torch.float64)
     v = torch.randn(10, 2, dtype=torch.float64)
@@ -280,7 +282,7 @@ def test_broadcast_leading_dimensions():
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_low_precision(dtype):
-    layout = BlockLayout.sliding_window(16, 1, causal=True)
+    layout = BlockLayout.sliding_window(16, neighbours=1, causal=True)
     q, k, v = qkv(2, n=70, d=8, dv=8, dtype=dtype)
     out = al.block_sparse_attention(q, k, v, layout)
     assert out.dtype == dtype
@@ -328,15 +330,19 @@ def test_block_size_below_one(build):
 
 
 @pytest.mark.parametrize("build,error,match", [
-    (lambda: BlockLayout.sliding_window(4, -1), ValueError, "window must be >= 0"),
-    (lambda: BlockLayout.sliding_window(4, 1, causal="yes"), TypeError, "causal must be True or False"),
+    (lambda: BlockLayout.sliding_window(4, -1), ValueError, "neighbours must be >= 0"),
+    (lambda: BlockLayout.sliding_window(4, neighbours=1, causal="yes"), TypeError, "causal must be True or False"),
+    (lambda: BlockLayout.sliding_window(4, window=2), TypeError,
+     r"window= is now neighbours=.*\|i - j\| < w.*sliding_window\(4, neighbours=2\)"),
+    (lambda: BlockLayout.sliding_window(4, width=2), TypeError, "unexpected keyword argument 'width'"),
     (lambda: BlockLayout.strided(4, 0), ValueError, "stride must be >= 1"),
     (lambda: BlockLayout.global_blocks(4, []), ValueError, "at least one block index"),
     (lambda: BlockLayout.global_blocks(4, [-1]), ValueError, "each block index must be >= 0"),
     (lambda: BlockLayout.global_blocks(4, 3), TypeError, "blocks must be a list"),
     (lambda: BlockLayout.random(4, 0, seed=1), ValueError, "per_row must be >= 1"),
     (lambda: BlockLayout.local(4.0), TypeError, "block_size must be an int"),
-    (lambda: BlockLayout.local(4).to_dense(0), ValueError, "n must be >= 1"),
+    (lambda: BlockLayout.local(4).sparsity(0), ValueError, r"sparsity\(\): n must be >= 1"),
+    (lambda: BlockLayout.local(4).to_dense(-1), ValueError, "n must be >= 0"),
 ])
 def test_bad_layout_arguments(build, error, match):
     with pytest.raises(error, match=match):
@@ -373,7 +379,7 @@ def test_bad_attention_input():
 
 @pytest.mark.parametrize("n", [1, 50, 64])
 def test_block_fill_counts_pairs_per_block(n):
-    layout = BlockLayout.sliding_window(16, 1, causal=True) | BlockLayout.global_blocks(16, [1])
+    layout = BlockLayout.sliding_window(16, neighbours=1, causal=True) | BlockLayout.global_blocks(16, [1])
     fill = layout.block_fill(n)
     sizes = block_sizes(n, 16)
     padded = F.pad(layout.to_dense(n), (0, -n % 16, 0, -n % 16)).view(len(sizes), 16, len(sizes), 16)
@@ -387,7 +393,7 @@ def test_plot_block_layout(n):
 
     from attention_lab import plotting
 
-    layout = BlockLayout.sliding_window(32, 1, causal=True)
+    layout = BlockLayout.sliding_window(32, neighbours=1, causal=True)
     fig = plotting.plot_block_layout(layout, n)
     assert isinstance(fig, Figure)
     ax = fig.axes[0]

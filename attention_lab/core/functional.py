@@ -42,7 +42,9 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, dim: 
 
     The row maximum is subtracted before ``exp`` so that scores of 1e4 do not overflow. Entries where ``mask`` is
     False get weight exactly 0; a row with no allowed entry (or only ``-inf`` scores) gets all zeros instead of the
-    NaN that ``softmax`` of an all ``-inf`` row gives. fp16/bf16 scores are normalised in fp32 and cast back.
+    NaN that ``softmax`` of an all ``-inf`` row gives. An empty ``dim`` (no keys) gives an empty result, so that
+    attention over no keys returns zeros, as ``F.scaled_dot_product_attention`` does. fp16/bf16 scores are
+    normalised in fp32 and cast back.
     ``scores`` is never modified.
 
     Shape: scores ``(..., i, j)``, mask bool broadcastable to it (True = may attend) -> weights, same shape.
@@ -56,7 +58,12 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, dim: 
     if mask is not None:
         check_mask(fn, mask, scores.shape, allow_float=False, like=scores)
         work = work.masked_fill(~mask, float("-inf"))  # out of place: the caller's scores stay as they were
-    row_max = work.amax(dim=dim, keepdim=True).detach()
+    if work.shape[dim] == 0:
+        # No keys at all: the weights are an empty tensor and attention's sum over no keys gives zeros, as in SDPA.
+        # amax cannot reduce an empty axis, and no maximum is needed: shift by 0.
+        row_max = work.new_zeros(())
+    else:
+        row_max = work.amax(dim=dim, keepdim=True).detach()
     # A row that is all -inf has max -inf, and -inf - (-inf) is NaN; shifting such a row by 0 keeps exp() at 0.
     row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
     # The subtraction makes a new buffer (the caller's scores stay untouched); exp_ may then work in place, since

@@ -29,7 +29,8 @@ class SelfAttention(nn.Module):
     ``(i, j)`` (same for every sequence: causal, sliding window, a graph's adjacency), ``(b, i, j)``, or
     the 4-D shapes of the multi-head world with a head axis of 1: ``(b, 1, i, j)`` and the key mask
     ``(b, 1, 1, j)`` from :func:`attention_lab.as_key_mask`. A float mask is added to the scores
-    (0 keeps, -inf removes). A query with no allowed key outputs zeros, never NaN.
+    (0 keeps, -inf removes). A query with no allowed key outputs zeros, never NaN; an empty sequence (n = 0)
+    gives an empty output.
 
     Shape: x ``(b, n, e)``, mask broadcastable to ``(b, i, j)`` (or ``(b, 1, i, j)``)
         -> output ``(b, i, e)``, weights ``(b, i, j)`` or ``None`` (``i = j = n``).

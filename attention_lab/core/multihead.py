@@ -31,8 +31,8 @@ class MultiHeadAttention(nn.Module):
     ``forward(query, key=None, value=None, *, mask=None, need_weights=False)`` returns
     ``(output, weights)``: ``key`` defaults to ``query`` (self-attention) and ``value`` to ``key``;
     ``mask`` is bool with True = "may attend", broadcastable to ``(b, h, i, j)`` (e.g. ``(i, j)`` causal,
-    ``(b, 1, 1, j)`` key padding). A query with no allowed key gets 0 from the attention (so its output
-    is the output projection's bias).
+    ``(b, 1, 1, j)`` key padding). A query with no allowed key, or with no key at all (j = 0), gets 0 from
+    the attention (so its output is the output projection's bias), on both paths.
 
     With ``need_weights=False`` the heads run through ``F.scaled_dot_product_attention`` (fast, no
     ``(i, j)`` matrix kept) and ``weights`` is ``None``; with ``need_weights=True`` they run through the

@@ -247,7 +247,8 @@ def block_sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, la
     ``layout.to_dense(n)``, at a cost proportional to the number of kept blocks.
 
     The softmax of each query row runs over all of its kept keys together (not block by block). A length that is
-    not a multiple of the block size is zero-padded and the padding masked; a query with no kept key gets zeros.
+    not a multiple of the block size is zero-padded and the padding masked; a query with no kept key gets zeros;
+    n = 0 gives an empty output.
     Query blocks that keep different numbers of key blocks are padded only within groups of similar count, so the
     block pairs computed stay within 1.25 times the kept ones (1.5 times on the band path). Differentiable with
     autograd; fp16/bf16 scores are normalised in fp32.
@@ -261,9 +262,11 @@ def block_sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, la
         fail(fn, f"layout must be a BlockLayout, got {type(layout).__name__}; build one with e.g. "
                  f"BlockLayout.sliding_window(128)", TypeError)
     n = q.shape[-2]
-    if k.shape[-2] != n or n == 0:
-        fail(fn, f"expected self-attention shapes with as many queries as keys (n >= 1), got q {tuple(q.shape)} and "
+    if k.shape[-2] != n:
+        fail(fn, f"expected self-attention shapes with as many queries as keys, got q {tuple(q.shape)} and "
                  f"k {tuple(k.shape)}; use blockwise_attention for queries and keys of different lengths")
+    if n == 0:  # an empty sequence: nothing to compute, an empty output (kept connected to autograd)
+        return (q @ k.transpose(-2, -1)) @ v  # (..., 0, 0) @ (..., 0, dv) -> (..., 0, dv)
     size = layout.block_size
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)

@@ -180,7 +180,8 @@ def blockwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, bl
     the last block may be shorter. ``causal=True`` lets query i see keys j <= i (aligned at the top left, like
     SDPA's ``is_causal``), and skips every key block that lies wholly in the future of all its queries. The backward
     pass recomputes each block from q, k, v and one log-sum-exp per query, so forward + backward memory grows
-    linearly with the sequence length. fp16/bf16 inputs are computed in fp32 and the result cast back.
+    linearly with the sequence length. fp16/bf16 inputs are computed in fp32 and the result cast back. With no
+    key (j = 0) every query gets zeros, as with SDPA; with no query (i = 0) the output is empty.
 
     Shape: q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)`` (leading dimensions broadcast)
         -> output ``(..., i, dv)``.
@@ -191,7 +192,9 @@ def blockwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, bl
     if not isinstance(causal, bool):
         fail(fn, f"causal must be True or False, got {type(causal).__name__} {causal!r}", TypeError)
     if q.shape[-2] == 0 or k.shape[-2] == 0:
-        fail(fn, f"expected at least one query and one key, got q {tuple(q.shape)} and k {tuple(k.shape)}")
+        # No query or no key: no block to visit. A sum over no keys is 0 (as in SDPA); the empty weights keep the
+        # result connected to autograd (q's gradient is then 0).
+        return (q @ k.transpose(-2, -1)) @ v  # (..., i, j) @ (..., j, dv) -> (..., i, dv)
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     dtype = q.dtype
     work = torch.float32 if dtype in _LOW_PRECISION else dtype

@@ -60,25 +60,40 @@ class BlockLayout:
         return cls(block_size, lambda nb: (torch.eye(nb, dtype=torch.bool), _no_lower(nb)), f"local({block_size})")
 
     @classmethod
-    def sliding_window(cls, block_size: int, window: int = 1, *, causal: bool = False) -> BlockLayout:
-        """Query block r sees key blocks c with |r - c| <= window; with ``causal``, only 0 <= r - c <= window.
+    def sliding_window(cls, block_size: int, neighbours: int = 1, *, causal: bool = False,
+                       **renamed: object) -> BlockLayout:
+        """Query block r sees key blocks c with |r - c| <= neighbours: its own block and ``neighbours`` key blocks
+        on each side; with ``causal``, only the ``neighbours`` blocks before it (0 <= r - c <= neighbours).
 
+        ``neighbours`` counts whole blocks on one side, the own block not included. The element-level
+        ``sliding_window_mask(n, w)`` counts keys with the query included (|i - j| < w): the two agree only at
+        ``block_size=1``, where ``sliding_window(1, neighbours=k).to_dense(n)`` equals
+        ``sliding_window_mask(n, k + 1)``. With larger blocks the reach depends on where a query sits in its
+        block: from ``neighbours * block_size`` to ``(neighbours + 1) * block_size - 1`` keys on each side.
         A causal window also hides, inside the diagonal block, every key after the query.
 
         Shape: a rule for any n; ``block_mask(n)`` -> ``(r, c)``, ``to_dense(n)`` -> ``(i, j)``.
         """
         fn = "BlockLayout.sliding_window"
+        if "window" in renamed:
+            fail(fn, f"the keyword window= is now neighbours= (got window={renamed['window']!r}): it counts the "
+                     f"key blocks on each side, the own block not included, while the window w of "
+                     f"sliding_window_mask(n, w) means |i - j| < w, the query included; write "
+                     f"sliding_window({block_size}, neighbours={renamed['window']!r})", TypeError)
+        if renamed:
+            fail(fn, f"unexpected keyword argument {next(iter(renamed))!r}; the parameters are block_size, "
+                     f"neighbours and causal", TypeError)
         check_positive_int(fn, "block_size", block_size)
-        check_positive_int(fn, "window", window, minimum=0)
+        check_positive_int(fn, "neighbours", neighbours, minimum=0)
         _check_bool(fn, "causal", causal)
 
         def rule(nb: int) -> tuple[torch.Tensor, torch.Tensor]:
             offset = _offsets(nb)
-            keep = (offset >= 0) & (offset <= window) if causal else offset.abs() <= window
+            keep = (offset >= 0) & (offset <= neighbours) if causal else offset.abs() <= neighbours
             return keep, torch.full((nb,), causal, dtype=torch.bool)
 
         extra = ", causal=True" if causal else ""
-        return cls(block_size, rule, f"sliding_window({block_size}, window={window}{extra})")
+        return cls(block_size, rule, f"sliding_window({block_size}, neighbours={neighbours}{extra})")
 
     @classmethod
     def strided(cls, block_size: int, stride: int) -> BlockLayout:
@@ -179,8 +194,16 @@ class BlockLayout:
 
     # ---- reading the rule ----
     def n_blocks(self, n: int) -> int:
-        """Number of blocks along a sequence of n positions (the last one may be short). Shape: an int, ``r``."""
-        return math.ceil(check_positive_int("BlockLayout.n_blocks", "n", n) / self.block_size)
+        """Number of blocks along a sequence of n positions (the last one may be short; n = 0 has none).
+
+        Shape: an int, ``r``.
+        """
+        return math.ceil(check_positive_int("BlockLayout.n_blocks", "n", n, minimum=0) / self.block_size)
+
+    def _n_blocks_nonempty(self, fn: str, n: int) -> int:
+        """n_blocks(n) for the readers that report shares of the n x n pairs or draw them: n = 0 has none."""
+        check_positive_int(f"BlockLayout.{fn}", "n", n)
+        return self.n_blocks(n)
 
     def _blocks(self, nb: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(keep (r, c), lower (r,)) for nb blocks, computed once per nb."""
@@ -194,7 +217,10 @@ class BlockLayout:
         return self._blocks(self.n_blocks(n))[0].clone()
 
     def to_dense(self, n: int) -> torch.Tensor:
-        """The element-level mask this layout stands for (True = may attend). Shape: ``(i, j)`` with i = j = n."""
+        """The element-level mask this layout stands for (True = may attend); empty for n = 0.
+
+        Shape: ``(i, j)`` with i = j = n.
+        """
         keep, lower = self._blocks(self.n_blocks(n))
         block = torch.arange(n) // self.block_size  # block index of every position
         dense = keep[block[:, None], block[None, :]]  # (i, j)
@@ -208,7 +234,7 @@ class BlockLayout:
 
         Shape: ``(r, c)``, float64.
         """
-        keep, lower = self._blocks(self.n_blocks(n))
+        keep, lower = self._blocks(self._n_blocks_nonempty("block_fill", n))
         sizes = self._sizes(n, keep.shape[0])
         fill = keep.double()
         fill.diagonal().sub_(lower * (sizes - 1) / (2 * sizes))  # a triangle with its diagonal: (s + 1) / (2 s)
@@ -224,7 +250,7 @@ class BlockLayout:
 
         Shape: a float, from the ``(i, j)`` pairs of ``to_dense(n)`` (computed from block sizes, never built).
         """
-        keep, lower = self._blocks(self.n_blocks(n))
+        keep, lower = self._blocks(self._n_blocks_nonempty("sparsity", n))
         sizes = self._sizes(n, keep.shape[0])
         kept = (keep * sizes[:, None] * sizes[None, :]).sum() - (lower * sizes * (sizes - 1) / 2).sum()
         return 1.0 - float(kept) / (n * n)
@@ -234,7 +260,7 @@ class BlockLayout:
 
         Shape: two header lines, then ``r`` lines of ``c`` characters.
         """
-        keep, lower = self._blocks(self.n_blocks(n))
+        keep, lower = self._blocks(self._n_blocks_nonempty("describe", n))
         nb = keep.shape[0]
         lines = [f"{self!r}, n={n}: {nb} x {nb} blocks of {self.block_size}, sparsity {self.sparsity(n):.4f}",
                  "rows = query blocks, columns = key blocks; '#' computed, '\\' lower triangle, '.' skipped"]
@@ -254,7 +280,7 @@ class BlockLayout:
             from torch.nn.attention.flex_attention import BlockMask
         except ImportError as error:  # pragma: no cover - every supported torch has it
             raise RuntimeError("BlockLayout.to_flex_block_mask(): this torch has no flex_attention") from error
-        keep, lower = self._blocks(self.n_blocks(n))
+        keep, lower = self._blocks(self._n_blocks_nonempty("to_flex_block_mask", n))
         nb = keep.shape[0]
         partial = torch.zeros_like(keep)
         partial[torch.arange(nb), torch.arange(nb)] = lower
