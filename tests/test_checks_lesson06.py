@@ -224,3 +224,12 @@ def test_largest_batch_success_line_states_no_other_exercise_answer(capsys):
     check.largest_batch(30, **BATCH)
     out = capsys.readouterr().out
     assert "MiB" not in out and "FLOP" not in out
+
+
+def test_predicted_peak_leaves_the_global_random_numbers_alone():
+    m = attention_memory_bytes(64, head_dim=8)
+    torch.manual_seed(5)
+    before = torch.rand(3)
+    torch.manual_seed(5)
+    check.predicted_peak(m.scores + m.weights + m.output, n=64, head_dim=8)
+    assert torch.equal(torch.rand(3), before)

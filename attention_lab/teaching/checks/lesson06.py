@@ -101,7 +101,8 @@ def predicted_peak(answer: object, n: int, head_dim: int, num_heads: int = 1, *,
         if got in (expected + m.qkv, m.total):
             hint("Q, K and V existed before the call; the peak counts only what the call allocates")
         hint("list the tensors alive at the moment the output is created, and their sizes in bytes")
-    q, k, v = torch.randn(3, batch, num_heads, n, head_dim, dtype=dtype).unbind(0)  # (b, h, i, d) each
+    generator = torch.Generator().manual_seed(0)  # its own random numbers: the lesson's later cells keep theirs
+    q, k, v = torch.randn(3, batch, num_heads, n, head_dim, dtype=dtype, generator=generator).unbind(0)  # (b, h, i, d)
 
     def naive(q, k, v):
         scores = q @ k.transpose(-2, -1) * head_dim**-0.5  # (b, h, i, j)
