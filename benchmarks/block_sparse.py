@@ -54,7 +54,7 @@ HEADS, HEAD_DIM = 8, 64
 DEFAULT_CSV = Path(__file__).resolve().parent / "results" / "block_sparse.csv"
 CSV_FIELDS = ["machine", "logical_cores", "threads", "torch", "date", "load_average", "n", "variant", "fastest_ms",
               "median_ms", "sdpa_time_over_this", "peak_bytes", "rounds"]
-SLIDING = al.BlockLayout.sliding_window(128, window=1)
+SLIDING = al.BlockLayout.sliding_window(128, neighbours=1)
 
 
 def make_qkv(n: int, grad: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -82,7 +82,7 @@ def test_dilated_success_line_does_not_state_the_sparsity(capsys):
     (BlockLayout.strided(16, 5), "wrong number of blocks"),
     (BlockLayout.strided(8, 4), "16 positions"),
     (BlockLayout.strided(16, 4) & BlockLayout.causal(16), "both directions"),
-    (BlockLayout.sliding_window(16, 4), "with gaps"),
+    (BlockLayout.sliding_window(16, neighbours=4), "with gaps"),
     (BlockLayout.global_blocks(16, [0]), "its own key block"),
     (BlockLayout.strided(16, 4).to_dense(64), "a bool matrix works"),
     (None, "still empty"),
@@ -100,7 +100,7 @@ def test_sparsity_accepts(capsys):
     assert accepted(capsys)
     check.predicted_sparsity(torch.tensor(0.75), layout, 256)
     assert accepted(capsys)
-    causal = BlockLayout.sliding_window(16, 1, causal=True)
+    causal = BlockLayout.sliding_window(16, neighbours=1, causal=True)
     check.predicted_sparsity(causal.sparsity(200), causal, 200)
     assert accepted(capsys)
 
@@ -117,7 +117,7 @@ def test_sparsity_rejects(answer, match):
 
 
 def test_sparsity_rejects_counting_blocks():
-    layout = BlockLayout.sliding_window(16, 1, causal=True)
+    layout = BlockLayout.sliding_window(16, neighbours=1, causal=True)
     block_share = 1 - layout.block_mask(200).double().mean().item()
     rejects(check.predicted_sparsity, block_share, layout, 200, match="counts block pairs")
 
@@ -248,11 +248,11 @@ def test_connected_layout_accepts_every_design_within_the_budget(capsys, layout)
 
 
 @pytest.mark.parametrize(("layout", "match"), [
-    (BlockLayout.sliding_window(64, window=1) | BlockLayout.global_blocks(64, [0]), "over the budget of 5%"),
-    (BlockLayout.sliding_window(64, window=1), "only after 63 layers"),
+    (BlockLayout.sliding_window(64, neighbours=1) | BlockLayout.global_blocks(64, [0]), "over the budget of 5%"),
+    (BlockLayout.sliding_window(64, neighbours=1), "only after 63 layers"),
     (BlockLayout.local(64), "never hear from some others"),
     (BlockLayout.strided(64, stride=3), "never hear from some others"),
-    (BlockLayout.sliding_window(64, window=1, causal=True) | BlockLayout.global_blocks(64, [0]), "causal part"),
+    (BlockLayout.sliding_window(64, neighbours=1, causal=True) | BlockLayout.global_blocks(64, [0]), "causal part"),
     (BlockLayout.local(32) | BlockLayout.global_blocks(32, [0]), "hold 64 positions"),
     ((BlockLayout.local(64) | BlockLayout.global_blocks(64, [0])).to_dense(4096), "a layout works for every length"),
     (None, "still empty"),
@@ -262,8 +262,8 @@ def test_connected_layout_rejects_with_the_hint_for_the_mistake(layout, match):
 
 
 def test_connected_layout_hints_do_not_name_the_constructors():
-    for wrong in (BlockLayout.sliding_window(64, window=1), BlockLayout.local(64),
-                  BlockLayout.sliding_window(64, window=1) | BlockLayout.global_blocks(64, [0])):
+    for wrong in (BlockLayout.sliding_window(64, neighbours=1), BlockLayout.local(64),
+                  BlockLayout.sliding_window(64, neighbours=1) | BlockLayout.global_blocks(64, [0])):
         with pytest.raises(AssertionError) as error:
             check.connected_layout(wrong)
         assert "global_blocks" not in str(error.value) and "local(" not in str(error.value)

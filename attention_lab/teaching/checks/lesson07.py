@@ -89,7 +89,7 @@ def dilated_layout(answer: object, *, block_size: int = 16, stride: int = 4) -> 
     n = lengths[-1]
     if torch.equal(answer.to_dense(n), (expected & BlockLayout.causal(block_size)).to_dense(n)):
         hint("the exercise asks for both directions: earlier and later key blocks")
-    if torch.equal(answer.to_dense(n), BlockLayout.sliding_window(block_size, stride).to_dense(n)):
+    if torch.equal(answer.to_dense(n), BlockLayout.sliding_window(block_size, neighbours=stride).to_dense(n)):
         hint("a sliding window sees every block up to the distance; a dilated layout sees only every "
              f"{stride}th one, with gaps in between")
     if not answer.to_dense(n).diagonal().all():
