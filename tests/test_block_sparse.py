@@ -11,8 +11,10 @@ import torch.nn.functional as F
 from _tolerances import TOL
 
 import attention_lab as al
+import attention_lab.efficient._band as band_module
 import attention_lab.efficient.block_sparse as block_sparse_module
-from attention_lab import BlockLayout
+from attention_lab import BlockLayout, reference
+from attention_lab.efficient._block_plan import plan_for
 
 F64 = TOL[torch.float64]
 F32 = TOL[torch.float32]
@@ -34,6 +36,8 @@ def layouts(b):
         "strided&causal": BlockLayout.strided(b, 2) & BlockLayout.causal(b),
         "local|causal": BlockLayout.local(b) | BlockLayout.causal(b),
         "random&causal": BlockLayout.random(b, 3, seed=1) & BlockLayout.causal(b),
+        "bigbird": BlockLayout.bigbird(b, neighbours=1, global_blocks=1, random_per_row=2, seed=0),
+        "fixed": BlockLayout.fixed(b, 3, 1),
     }
 
 
@@ -44,8 +48,8 @@ def qkv(*lead, n, d=5, dv=3, dtype=torch.float64, grad=False):
 
 
 def dense(q, k, v, layout):
-    """The reference: our dense attention (zeros for empty rows) with the layout's element mask."""
-    return al.scaled_dot_product_attention(q, k, v, layout.to_dense(q.shape[-2]))[0]
+    """The reference: plain attention (zeros for empty rows) with the layout's element mask."""
+    return reference.block_sparse_attention(q, k, v, layout)
 
 
 @pytest.fixture
@@ -79,7 +83,7 @@ BAND_LAYOUTS = ["local", "sliding", "sliding2", "sliding_causal"]
 
 
 @pytest.mark.parametrize("name", BAND_LAYOUTS)
-@pytest.mark.parametrize("n", LENGTHS + [160])
+@pytest.mark.parametrize("n", LENGTHS + [20, 160])  # 20: two blocks, a band wider than the sequence
 @pytest.mark.parametrize("group", [1, 2, 3, None])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_band_path_equals_dense(name, n, group, dtype, monkeypatch):
@@ -87,13 +91,13 @@ def test_band_path_equals_dense(name, n, group, dtype, monkeypatch):
     K and V). Groups of 1, 2 or 3 query blocks (None: the default size) put group edges everywhere: inside a head,
     across two heads (6 of them here) and at both zero-padded ends."""
     layout = layouts(16)[name]
-    plan = block_sparse_module._band_plan(layout, n, torch.device("cpu"))
+    plan = plan_for(layout, n, torch.device("cpu"), band=True)
     assert plan is not None, f"{name} should be a band layout"
     if group is not None:
-        monkeypatch.setattr(block_sparse_module, "_BAND_TILE_ELEMENTS", group * 16 * plan.width * 16)
+        monkeypatch.setattr(band_module, "_BAND_TILE_ELEMENTS", group * 16 * plan.key_blocks.shape[1] * 16)
     calls = []
-    band_attention = block_sparse_module._band_attention
-    monkeypatch.setattr(block_sparse_module, "_band_attention", lambda *args: calls.append(1) or band_attention(*args))
+    band_attention = block_sparse_module.band_attention
+    monkeypatch.setattr(block_sparse_module, "band_attention", lambda *args: calls.append(1) or band_attention(*args))
     q, k, v = qkv(2, 3, n=n, dtype=dtype)
     with torch.no_grad():
         out = al.block_sparse_attention(q, k, v, layout)
@@ -104,7 +108,7 @@ def test_band_path_equals_dense(name, n, group, dtype, monkeypatch):
 @pytest.mark.parametrize("name", ["strided", "global", "random", "sliding|global", "strided&causal", "causal"])
 def test_other_layouts_take_the_general_path(name):
     """Not one band per row, or (causal) a band so wide that computing it whole would double the work."""
-    assert block_sparse_module._band_plan(layouts(16)[name], 257, torch.device("cpu")) is None
+    assert plan_for(layouts(16)[name], 257, torch.device("cpu"), band=True) is None
 
 
 @pytest.mark.parametrize("name", list(layouts(16)))
@@ -114,7 +118,7 @@ def test_work_follows_the_kept_blocks(name, n):
     count: the block pairs it computes stay within a quarter of the kept pairs (plus one per empty row), even when a
     global block keeps every key block while its neighbours keep three."""
     layout = layouts(16)[name]
-    plan = block_sparse_module._plan(layout, n, torch.device("cpu"))
+    plan = plan_for(layout, n, torch.device("cpu"), band=False)
     kept = int(layout.block_mask(n).sum())
     assert sum(plan.counts) == kept
     groups = block_sparse_module._groups(plan.counts, 6 * 16 * 16)  # 6 heads
@@ -399,7 +403,7 @@ def test_plot_block_layout(n):
     ax = fig.axes[0]
     assert f"sparsity {layout.sparsity(n):.3f}" in ax.get_title()
     assert ax.get_xlabel().startswith("key") and ax.get_ylabel().startswith("query")
-    assert len(fig.axes) == 2  # the plot and its colorbar
+    assert len(fig.axes) == (1 if n <= 512 else 2)  # pairs: a two-swatch legend; shares of blocks: a colorbar
     assert ax.images[0].get_array().shape == ((n, n) if n <= 512 else (layout.n_blocks(n),) * 2)
 
 

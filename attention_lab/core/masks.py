@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .._validation import check_positive_int, check_tensor, fail
+from .._validation import check_bool, check_positive_int, check_tensor, fail
 
 __all__ = [
     "as_key_mask",
@@ -177,6 +177,7 @@ def sliding_window_mask(n: int, window: int, *, causal: bool = False,
     fn = "sliding_window_mask"
     check_positive_int(fn, "n", n)
     check_positive_int(fn, "window", window)
+    check_bool(fn, "causal", causal)
     idx = torch.arange(n, device=device)
     offset = idx[:, None] - idx[None, :]  # (i, j): i - j, positive when the key is in the past
     allowed = offset.abs() < window  # (i, j)
