@@ -16,7 +16,7 @@ Setting: b=1, h=8, d=64, float32, CPU, 2 threads (the script sets OMP_PROC_BIND=
 re-executes itself when they are missing: OpenMP reads them only at start-up). Variants within one table are timed
 in interleaved rounds, so load from other processes hits them alike; we report medians (and minima) and the ratios.
 
-Targets (issue 6):
+Targets:
 1. block-sparse sliding window (block 128, one neighbour) at n = 8192: >= 15x faster than dense
    F.scaled_dot_product_attention, and within 1.5x of compiled flex_attention with the same layout;
    forward + backward works (FlexAttention has no backward on CPU in torch 2.13).

@@ -236,7 +236,8 @@ def test_fit_slope_on_mildly_noisy_figures_is_conclusive_and_close():
 def test_fit_slope_of_times_that_do_not_grow_is_too_noisy(times):
     result = timing.fit_slope(LENGTHS, times, name="naive")
     assert not result.conclusive
-    assert result.message.startswith("too noisy to conclude: naive does not grow with n over n = 256 ... 2048")
+    assert result.message.startswith("too noisy to conclude: naive does not rise at every step of n over "
+                                      "n = 256 ... 2048")
     assert math.isfinite(result.slope) and 0 <= result.r2 <= 1
 
 

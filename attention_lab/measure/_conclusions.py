@@ -149,8 +149,9 @@ def fit_slope(lengths: Sequence[float], times: Sequence[float], *, name: str = "
     span = (int(lengths[0]), int(lengths[-1]))
     where = f"n = {span[0]} ... {span[1]}"
     if not all(b > a for a, b in zip(ys, ys[1:])):
-        return Slope(slope, r2, span, False, f"too noisy to conclude: {name} does not grow with n over {where} "
-                                            f"(fitted slope {slope:.2f}, r^2 = {r2:.3f}); rerun on a quieter machine")
+        return Slope(slope, r2, span, False, f"too noisy to conclude: {name} does not rise at every step of n over "
+                                            f"{where} (fitted slope {slope:.2f}, r^2 = {r2:.3f}); rerun on a quieter "
+                                            f"machine")
     if r2 < min_r2:
         return Slope(slope, r2, span, False, f"too noisy to conclude: a line fits {name} poorly over {where} "
                                             f"(slope {slope:.2f}, r^2 = {r2:.3f} < {min_r2}); rerun on a quieter "

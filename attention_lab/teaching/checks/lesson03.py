@@ -263,5 +263,5 @@ def layer_mult_adds(answer: object) -> None:
                  f"multiply-adds per token first")
         hint(f"{where}: count the multiply-adds of each matrix product (an (m, p) @ (p, q) product costs "
              f"m * p * q), then add them up")
-    correct("the fused projection costs 3 n e^2 and attention 2 n^2 e multiply-adds: which term wins depends on "
-            "whether n or e is larger")
+    correct("the fused projection costs 3 n e^2 and attention 2 n^2 e multiply-adds: the projection is the larger "
+            "term while 2n < 3e, attention once 2n > 3e")
