@@ -180,9 +180,10 @@ def test_model_options_and_bad_generation_inputs_get_clear_errors():
     with pytest.raises(ValueError, match=r"decode\(\): the model must be a decoder, built with causal=True"):
         encoder.generate(torch.tensor([[1, 2]]), 3)
     model = TinyTransformer(10, 16, 4, 1, max_len=8, causal=True)
-    with pytest.raises(ValueError, match=r"prompt \(5 tokens\) \+ max_new_tokens \(4\) = 9 exceeds the model's "
-                                         r"max_len=8"):
-        model.generate(torch.ones(1, 5, dtype=torch.long), 4)
+    with pytest.raises(ValueError, match=r"would read the prompt \(5 tokens\) and 4 new ones, 9 positions, more than "
+                                         r"its max_len=8"):
+        model.generate(torch.ones(1, 5, dtype=torch.long), 5)
+    assert model.generate(torch.ones(1, 5, dtype=torch.long), 4).shape == (1, 9)  # reads 8 positions: fits
     with pytest.raises(ValueError, match=r"prompt must hold token ids \(torch.long\) of shape \(b, n\) or \(n,\).*got "
                                          r"dtype torch.float32"):
         model.generate(torch.ones(1, 3), 2)

@@ -106,10 +106,11 @@ def _check(fn: str, model: nn.Module, prompt: object, max_new_tokens: object, ca
     check_positive_int(fn, "max_new_tokens", max_new_tokens, minimum=0)
     if cache not in CACHES:
         fail(fn, f"cache must be one of {', '.join(repr(c) for c in CACHES)}, got cache={cache!r}")
-    total = prompt.shape[-1] + max_new_tokens
-    if (model.positions == "learned" or cache == "none") and total > model.max_len:
-        fail(fn, f"prompt ({prompt.shape[-1]} tokens) + max_new_tokens ({max_new_tokens}) = {total} exceeds the "
-                 f"model's max_len={model.max_len}; build the model with a larger max_len or generate fewer tokens")
+    read = prompt.shape[-1] + max(max_new_tokens - 1, 0)  # the last new token is written, never read back
+    if (model.positions == "learned" or cache == "none") and read > model.max_len:
+        fail(fn, f"the model would read the prompt ({prompt.shape[-1]} tokens) and {max_new_tokens - 1} new ones, "
+                 f"{read} positions, more than its max_len={model.max_len}; build the model with a larger max_len or "
+                 f"generate fewer tokens")
     return prompt if prompt.dim() == 2 else prompt[None]  # (b, n)
 
 
@@ -134,7 +135,7 @@ def decode(model: nn.Module, prompt: torch.Tensor, max_new_tokens: int, *, cache
             logits.append(step)
             chosen.append(step.argmax(-1, keepdim=True))  # (b, 1)
     elif max_new_tokens:
-        caches = make_caches(model, cache, tokens.shape[0], tokens.shape[1] + max_new_tokens, window=window)
+        caches = make_caches(model, cache, tokens.shape[0], tokens.shape[1] + max_new_tokens - 1, window=window)
         step = forward_with_cache(model, tokens, caches)[:, -1]  # the prompt once, (b, vocab)
         for index in range(max_new_tokens):
             logits.append(step)
