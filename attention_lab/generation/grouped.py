@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .._validation import check_positive_int, check_tensor, fail
+from .._validation import check_bool, check_positive_int, check_tensor, fail
 from ..core.functional import scaled_dot_product_attention
 from .kv_cache import ConcatKVCache, KVCache, SlidingWindowKVCache
 from .rope import _check_base, apply_rope
@@ -164,9 +164,8 @@ class GroupedQueryAttention(nn.Module):
         if embed_dim % num_heads:
             fail(fn, f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim} and num_heads={num_heads}; "
                      f"choose num_heads from the divisors of {embed_dim}: {_divisors(embed_dim)}")
-        for name, flag in (("bias", bias), ("rope", rope)):
-            if not isinstance(flag, bool):
-                fail(fn, f"{name} must be True or False, got {type(flag).__name__} {flag!r}", TypeError)
+        check_bool(fn, "bias", bias)
+        check_bool(fn, "rope", rope)
         head_dim = embed_dim // num_heads
         if rope and head_dim % 2:
             fail(fn, f"RoPE rotates pairs of features, so head_dim = embed_dim / num_heads must be even, got "

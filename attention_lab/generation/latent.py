@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .._validation import check_positive_int, check_tensor, fail
+from .._validation import check_bool, check_positive_int, check_tensor, fail
 from .kv_cache import _check_dtype
 
 __all__ = ["LatentCache", "MultiHeadLatentAttention"]
@@ -111,8 +111,7 @@ class MultiHeadLatentAttention(nn.Module):
             fail(fn, f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim} and num_heads={num_heads}; "
                      f"choose num_heads from the divisors of {embed_dim}: "
                      f"{[k for k in range(1, embed_dim + 1) if embed_dim % k == 0]}")
-        if not isinstance(bias, bool):
-            fail(fn, f"bias must be True or False, got {type(bias).__name__} {bias!r}", TypeError)
+        check_bool(fn, "bias", bias)
         self.embed_dim, self.num_heads, self.latent_dim = embed_dim, num_heads, latent_dim
         self.head_dim = embed_dim // num_heads
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)

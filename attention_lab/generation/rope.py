@@ -13,21 +13,15 @@ rotated keys only needs to know where the count stands (the cache's length) to r
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from .._validation import check_tensor, fail
+from .._validation import check_number, check_tensor, fail
 
 __all__ = ["apply_rope"]
 
 
 def _check_base(fn: str, base: object) -> float:
-    if isinstance(base, bool) or not isinstance(base, (int, float)):
-        fail(fn, f"base must be a number > 1, got {type(base).__name__} {base!r}; the paper uses 10000.0", TypeError)
-    if not math.isfinite(base) or base <= 1:
-        fail(fn, f"base must be a finite number > 1, got base={base!r}; the paper uses 10000.0")
-    return float(base)
+    return check_number(fn, "base", base, low=1, low_open=True, hint="the paper uses 10000.0")
 
 
 def apply_rope(x: torch.Tensor, positions: torch.Tensor, *, base: float = 10000.0) -> torch.Tensor:

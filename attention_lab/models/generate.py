@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .._validation import check_positive_int, check_tensor, fail
+from .._validation import check_choice, check_positive_int, check_tensor, fail
 from ..generation.kv_cache import ConcatKVCache, KVCache, SlidingWindowKVCache
 
 __all__ = ["CACHES", "Decoded", "decode", "forward_with_cache", "make_caches", "next_token_timers"]
@@ -59,8 +59,7 @@ def make_caches(model: nn.Module, cache: str, batch_size: int, max_len: int, *, 
     Shape: -> a list with one cache per layer.
     """
     fn = "make_caches"
-    if cache not in CACHES[1:]:
-        fail(fn, f"cache must be one of {', '.join(repr(c) for c in CACHES[1:])}, got cache={cache!r}")
+    check_choice(fn, "cache", cache, CACHES[1:])
     if cache == "sliding":
         if window is None:
             fail(fn, "cache='sliding' needs window=, the number of positions it keeps (e.g. window=64)")
@@ -104,8 +103,7 @@ def _check(fn: str, model: nn.Module, prompt: object, max_new_tokens: object, ca
         fail(fn, f"prompt must hold token ids (torch.long) of shape (b, n) or (n,) with n >= 1, got dtype "
                  f"{prompt.dtype} and shape {tuple(prompt.shape)}")
     check_positive_int(fn, "max_new_tokens", max_new_tokens, minimum=0)
-    if cache not in CACHES:
-        fail(fn, f"cache must be one of {', '.join(repr(c) for c in CACHES)}, got cache={cache!r}")
+    check_choice(fn, "cache", cache, CACHES)
     read = prompt.shape[-1] + max(max_new_tokens - 1, 0)  # the last new token is written, never read back
     if (model.positions == "learned" or cache == "none") and read > model.max_len:
         fail(fn, f"the model would read the prompt ({prompt.shape[-1]} tokens) and {max_new_tokens - 1} new ones, "
