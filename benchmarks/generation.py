@@ -15,12 +15,13 @@ when they are missing: OpenMP reads them only at start-up). Every comparison run
    c - 1 positions. Goal: the cache at least 10x faster at c = 1024.
 2. Pre-allocated against concatenated cache at c = 2048, for one sequence and for a batch of 16 (a server decoding
    16 sequences at once): per step, the concatenated cache copies everything it holds, the pre-allocated one only
-   the new position. Also end to end: 2048 tokens generated from a 16-token prompt. Goal: pre-allocated at least
-   1.5x faster at 2048.
+   the new position. Also end to end: 2032 tokens generated from a 16-token prompt, up to a context of 2048.
+   Goal: pre-allocated at least 1.5x faster at 2048.
 3. Cache bytes: measured with attention_lab.measure.memory.measure_peak_memory (every allocation the profiler saw)
    and compared, to the byte, with attention_lab.kv_cache_bytes.
 
-Writes benchmarks/results/generation.csv (one row per figure, with machine, threads, torch version and date).
+Writes benchmarks/results/generation.csv (one row per figure, with machine, threads, torch version, date and the
+load average over 1 minute at the start and the end of the run: above about 2 on 2 cores, other work shared them).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ THREADS = 2
 VOCAB, D_MODEL, HEADS, LAYERS = 11, 32, 4, 2  # lesson 11's model (Repeat task with 10 symbols + separator)
 RESULTS = Path(__file__).parent / "results" / "generation.csv"
 FIELDS = ["section", "setting", "context", "batch", "variant", "seconds", "tokens_per_s", "ratio", "baseline",
-          "bytes_measured", "bytes_formula", "machine", "threads", "torch", "date", "note"]
+          "bytes_measured", "bytes_formula", "machine", "threads", "torch", "date", "load", "note"]
 
 
 def lesson_model(num_kv_heads: int | None = None) -> TinyTransformer:
@@ -75,7 +76,7 @@ def speed_vs_context(model: TinyTransformer, contexts: list[int], rounds: int, r
     print(f"{'context':>8} {'recompute':>12} {'pre-alloc':>12} {'concat':>12} {'cache/recompute':>16}")
     ratios = []
     for context in contexts:
-        result = compare(next_token_timers(model, context), rounds=rounds, min_time=0.05)
+        result = compare(next_token_timers(model, context), rounds=rounds, min_time=0.02)
         ratio = result.ratio["pre-allocated cache"]
         ratios.append(ratio)
         print(f"{context:>8} " + " ".join(f"{1 / s:>8.0f} t/s" for s in result.best_s.values()) + f" {ratio:>15.1f}x")
@@ -96,7 +97,7 @@ def preallocated_vs_concat(model: TinyTransformer, context: int, rounds: int, ro
     for batch in (1, 16):
         timers = next_token_timers(model, context, batch_size=batch)
         result = compare({name: timers[name] for name in ("concatenated cache", "pre-allocated cache")},
-                         rounds=rounds, min_time=0.05)
+                         rounds=rounds, min_time=0.02)
         ratio = result.ratio["pre-allocated cache"]
         print(f"one step, batch {batch:>2}: concat {result.best_s['concatenated cache'] * 1e3:.3f} ms, pre-allocated "
               f"{result.best_s['pre-allocated cache'] * 1e3:.3f} ms: pre-allocated {ratio:.2f}x faster "
@@ -111,7 +112,7 @@ def preallocated_vs_concat(model: TinyTransformer, context: int, rounds: int, ro
         prompts = prompt.expand(batch, -1).contiguous()
         variants = {name: (lambda kind=kind, prompts=prompts: decode(model, prompts, generated, cache=kind))
                     for name, kind in (("concatenated cache", "concat"), ("pre-allocated cache", "preallocated"))}
-        result = compare(variants, rounds=max(2, rounds // 2), min_time=0.01, warmup=0)  # the sizing call warms up
+        result = compare(variants, rounds=2, min_time=0.01, warmup=0)  # seconds per call; the sizing call warms up
         ratio = result.ratio["pre-allocated cache"]
         print(f"{generated} tokens end to end, batch {batch:>2}: concat {result.best_s['concatenated cache']:.2f} s, "
               f"pre-allocated {result.best_s['pre-allocated cache']:.2f} s: pre-allocated {ratio:.2f}x faster")
@@ -155,21 +156,26 @@ def cache_bytes(context: int, rows: list[dict]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="contexts 128 and 256 only; no CSV")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds per comparison")
     parser.add_argument("--note", default="", help="written into every CSV row, e.g. 'busy shared machine'")
     args = parser.parse_args()
     torch.set_num_threads(THREADS)
     contexts = [128, 256] if args.quick else [128, 256, 512, 1024, 2048]
     model = lesson_model()
+    load_at_start = os.getloadavg()[0]
+    print(f"load average (1 min) at start: {load_at_start:.2f}")
     rows: list[dict] = []
     with torch.no_grad():
         speed_vs_context(model, contexts, args.rounds, rows)
-        preallocated_vs_concat(model, contexts[-1], args.rounds, rows, generated=256 if args.quick else 2048)
+        generated = 256 if args.quick else contexts[-1] - 16  # up to the longest context from a 16-token prompt
+        preallocated_vs_concat(model, contexts[-1], args.rounds, rows, generated=generated)
     cache_bytes(contexts[-1], rows)
+    load = f"{load_at_start:.2f} -> {os.getloadavg()[0]:.2f}"
+    print(f"\nload average (1 min), start -> end: {load}")
     if args.quick:
         return
     stamp = dict(machine=machine(), threads=torch.get_num_threads(), torch=torch.__version__,
-                 date=datetime.date.today().isoformat(), note=args.note)
+                 date=datetime.date.today().isoformat(), load=load, note=args.note)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     with open(RESULTS, "w", newline="", encoding="utf-8") as out:
         writer = csv.DictWriter(out, fieldnames=FIELDS)
