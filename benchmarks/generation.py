@@ -15,8 +15,8 @@ when they are missing: OpenMP reads them only at start-up). Every comparison run
    c - 1 positions. Goal: the cache at least 10x faster at c = 1024.
 2. Pre-allocated against concatenated cache at c = 2048, for one sequence and for a batch of 16 (a server decoding
    16 sequences at once): per step, the concatenated cache copies everything it holds, the pre-allocated one only
-   the new position. Also end to end: 2032 tokens generated from a 16-token prompt, up to a context of 2048.
-   Goal: pre-allocated at least 1.5x faster at 2048.
+   the new position. Goal: pre-allocated at least 1.5x faster at 2048. With --end-to-end, also 2032 tokens generated
+   from a 16-token prompt, up to a context of 2048 (minutes on a busy machine).
 3. Cache bytes: measured with attention_lab.measure.memory.measure_peak_memory (every allocation the profiler saw)
    and compared, to the byte, with attention_lab.kv_cache_bytes.
 
@@ -107,6 +107,8 @@ def preallocated_vs_concat(model: TinyTransformer, context: int, rounds: int, ro
                              context=context, batch=batch, variant=variant, seconds=f"{seconds:.6g}",
                              tokens_per_s=f"{batch / seconds:.6g}", ratio=f"{result.ratio[variant]:.4g}",
                              baseline=result.baseline))
+    if not generated:
+        return
     prompt = torch.randint(0, VOCAB, (1, 16), generator=torch.Generator().manual_seed(0))
     for batch in (1, 16):
         prompts = prompt.expand(batch, -1).contiguous()
@@ -157,6 +159,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="contexts 128 and 256 only; no CSV")
     parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds per comparison")
+    parser.add_argument("--end-to-end", action="store_true", help="also time whole generations up to the longest "
+                        "context (each cache kind, batch 1 and 16)")
     parser.add_argument("--note", default="", help="written into every CSV row, e.g. 'busy shared machine'")
     args = parser.parse_args()
     torch.set_num_threads(THREADS)
@@ -167,7 +171,7 @@ def main() -> None:
     rows: list[dict] = []
     with torch.no_grad():
         speed_vs_context(model, contexts, args.rounds, rows)
-        generated = 256 if args.quick else contexts[-1] - 16  # up to the longest context from a 16-token prompt
+        generated = contexts[-1] - 16 if args.end_to_end else 0  # up to the longest context from a 16-token prompt
         preallocated_vs_concat(model, contexts[-1], args.rounds, rows, generated=generated)
     cache_bytes(contexts[-1], rows)
     load = f"{load_at_start:.2f} -> {os.getloadavg()[0]:.2f}"
