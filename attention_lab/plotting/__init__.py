@@ -11,7 +11,15 @@ from ._blocks import plot_block_layout, plot_block_layouts
 from ._cost import plot_bench, plot_memory_vs_length, plot_time_vs_length
 from ._generation import plot_cache_memory, plot_generation_speed, plot_rope_rotation
 from ._masks import plot_mask, plot_positions, plot_rnn_vs_attention
-from ._training import attention_explorer, plot_layer_grad_norms, plot_metric, plot_rollout, plot_training_curves
+from ._training import (
+    attention_explorer,
+    plot_layer_grad_norms,
+    plot_metric,
+    plot_rollout,
+    plot_steps,
+    plot_training_curves,
+    position_labels,
+)
 from ._weights import plot_attention, plot_heads
 
 __all__ = [
@@ -28,11 +36,13 @@ __all__ = [
     "plot_positions",
     "plot_rnn_vs_attention",
     "plot_rollout",
+    "plot_steps",
     "plot_time_vs_length",
     "plot_training_curves",
     "plot_cache_memory",
     "plot_generation_speed",
     "plot_rope_rotation",
+    "position_labels",
 ]
 
 _show_figures_in_ipython()
