@@ -18,11 +18,12 @@ ALLOWED = {
     "runtime": {"_validation"},
     "core": {"_validation"},
     "efficient": {"_validation", "core"},
-    "models": {"_validation", "core"},
+    "generation": {"_validation", "core"},
     "measure": {"_validation", "core", "efficient"},
-    "teaching": {"_validation", "core", "efficient", "measure", "models", "reference", "runtime"},
-    "plotting": {"_validation", "core", "efficient", "measure", "models", "reference", "runtime"},
-    "__init__": {"_validation", "core", "efficient", "reference", "runtime"},
+    "models": {"_validation", "core", "generation"},
+    "teaching": {"_validation", "core", "efficient", "generation", "measure", "models", "reference", "runtime"},
+    "plotting": {"_validation", "core", "efficient", "generation", "measure", "models", "reference", "runtime"},
+    "__init__": {"_validation", "core", "efficient", "generation", "reference", "runtime"},
 }
 
 
