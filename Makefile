@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
 
-.PHONY: lab test notebooks bench clean-venv
+.PHONY: lab test notebooks clean-venv
 
 $(VENV)/.requirements.stamp: requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
