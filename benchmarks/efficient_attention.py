@@ -84,6 +84,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--synthesizer-max", type=int, default=4096)
     parser.add_argument("--csv", type=Path, default=DEFAULT_CSV)
+    parser.add_argument("--skip", nargs="+", default=[], help="variants to leave out, by name (e.g. the slowest)")
     parser.add_argument("--machine-note", default="", help="e.g. 'shared, busy' (goes into the CSV's machine column)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -95,7 +96,7 @@ def main() -> None:
     rows = []
     with torch.no_grad():
         for n in args.lengths:
-            calls = variants(n, args.synthesizer_max)
+            calls = {name: call for name, call in variants(n, args.synthesizer_max).items() if name not in args.skip}
             result = compare(calls, baseline=BASELINE, rounds=args.rounds, min_time=0.05)
             peaks = {name: measure_peak_memory(call).peak_bytes for name, call in calls.items()}
             load = f"{os.getloadavg()[0]:.1f}"  # 1-minute load average once this n is timed
