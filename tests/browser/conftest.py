@@ -3,7 +3,7 @@
 Environment knobs (all optional):
   ATTENTION_LAB_CHROMIUM         Chromium executable (default /usr/bin/chromium)
   ATTENTION_LAB_SCREENSHOTS      folder for the screenshots (default browser-screenshots/, git-ignored)
-  ATTENTION_LAB_BROWSER_BUDGET_S time budget of the whole browser session (default 180 s + 240 s per lesson)
+  ATTENTION_LAB_BROWSER_BUDGET_S time budget of the whole browser session (default 300 s + 240 s per lesson)
 """
 
 from __future__ import annotations
@@ -25,19 +25,40 @@ REPORT = ld.REPORT
 REPORT.screenshots = SCREENSHOTS
 
 
-def pytest_terminal_summary(terminalreporter):
+SUMMARY_TITLE = "browser test (JupyterLab in headless Chromium)"
+
+
+def summary_lines() -> list[str]:
+    """The browser session's timings and where its screenshots are; empty when no browser test ran."""
     if REPORT.started is None:
-        return
+        return []
     end = REPORT.finished or time.monotonic()
-    write = terminalreporter.write_line
-    terminalreporter.section("browser test (JupyterLab in headless Chromium)")
-    write(f"screenshots: {REPORT.screenshots}  (open the PNG files in any image viewer)")
+    lines = [f"screenshots: {REPORT.screenshots}  (open the PNG files in any image viewer)"]
+    if REPORT.font_cache_s is not None:
+        lines.append(f"matplotlib's font cache ready (built first if missing): {REPORT.font_cache_s:.1f} s")
     if REPORT.ready_s is not None:
-        write(f"JupyterLab and Chromium up, file browser shown: {REPORT.ready_s:.1f} s")
+        lines.append(f"JupyterLab and Chromium up, file browser shown: {REPORT.ready_s:.1f} s")
     for name, phases in REPORT.lessons.items():
         detail = ", ".join(f"{phase} {seconds:.1f}" for phase, seconds in phases.items())
-        write(f"  {name}: {sum(phases.values()):.1f} s ({detail})")
-    write(f"browser session wall time: {end - REPORT.started:.1f} s for {len(REPORT.lessons)} lesson(s)")
+        lines.append(f"  {name}: {sum(phases.values()):.1f} s ({detail})")
+    lines.append(f"browser session wall time: {end - REPORT.started:.1f} s for {len(REPORT.lessons)} lesson(s)")
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter):
+    lines = summary_lines()
+    if lines:
+        terminalreporter.section(SUMMARY_TITLE)
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+def pytest_sessionfinish(session):
+    """Under pytest-xdist this runs in the worker, which has no terminal: hand the lines to the controller
+    (tests/conftest.py prints them)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None and summary_lines():
+        workeroutput["terminal_sections"] = [[SUMMARY_TITLE, *summary_lines()]]
 
 
 @pytest.fixture(scope="session")
@@ -57,7 +78,7 @@ def chromium_executable() -> str:
 @pytest.fixture(scope="session")
 def session_deadline(chromium_executable) -> ld.Deadline:
     n_lessons = len(list(ld.NOTEBOOKS.glob("*.ipynb")))
-    seconds = float(os.environ.get("ATTENTION_LAB_BROWSER_BUDGET_S", 180 + 240 * n_lessons))
+    seconds = float(os.environ.get("ATTENTION_LAB_BROWSER_BUDGET_S", 300 + 240 * n_lessons))
     REPORT.started = time.monotonic()
     return ld.Deadline(seconds)
 
@@ -82,6 +103,7 @@ def workdir(chromium_executable):
 @pytest.fixture(scope="session")
 def lab_server(workdir, session_deadline, screenshot_dir):
     lab = ld.LabServer(root=ld.REPO, workdir=workdir)
+    REPORT.font_cache_s = ld.build_font_cache(lab._environment(), timeout=session_deadline.cap(120))
     try:
         lab.start(timeout=session_deadline.cap(120))
         yield lab

@@ -139,9 +139,9 @@ RUN_STATE_JS = """
 """
 
 
-def wait_until(what: str, probe, done, timeout: float, interval: float = 0.25, stable: int = 1):
+def wait_until(what: str, probe, done, timeout: float, interval: float = 0.25, stable: int = 1, why: str = ""):
     """Poll ``probe()`` until ``done(value)`` holds ``stable`` times in a row and return that value; after
-    ``timeout`` seconds raise TimeoutError naming ``what`` and the last value seen."""
+    ``timeout`` seconds raise TimeoutError naming ``what``, why the budget is what it is, and the last value seen."""
     end = time.monotonic() + timeout
     streak = 0
     while True:
@@ -150,7 +150,8 @@ def wait_until(what: str, probe, done, timeout: float, interval: float = 0.25, s
         if streak >= stable:
             return last
         if time.monotonic() > end:
-            raise TimeoutError(f"waited {timeout:.0f} s for {what}; last seen: {last!r}")
+            budget = f"{timeout:.0f} s" + (f", the budget for {why}" if why else "")
+            raise TimeoutError(f"waited {budget}, for {what}; last seen: {last!r}")
         time.sleep(interval)
 
 
@@ -178,16 +179,26 @@ def listing(page) -> list[str]:
     )
 
 
-def open_from_file_browser(page, name: str, n_cells: int, timeout: float) -> None:
+# The label of the current main-area tab, or null while there is none (read at once: no waiting, no exception).
+CURRENT_TAB_JS = """
+() => {
+  const label = document.querySelector('.lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel');
+  return label ? label.textContent : null;
+}
+"""
+
+
+def open_from_file_browser(page, name: str, n_cells: int, timeout: float, why: str = "") -> None:
     """Double-click ``name`` in the file browser; wait for all its cells and an idle kernel."""
     item = page.locator(".jp-FileBrowser .jp-DirListing-item").filter(
         has=page.locator(".jp-DirListing-itemText", has_text=re.compile(rf"^{re.escape(name)}$"))
     )
     item.dblclick(timeout=timeout * 1000)
-    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel")
 
     def state():
-        return {"tab": tab.first.text_content(timeout=1000), **(run_state(page) or {})}
+        # no tab may be current for a moment while JupyterLab builds the notebook panel (longest the first time,
+        # when it also loads the notebook's code into a fresh Chromium profile): that is "not ready yet"
+        return {"tab": page.evaluate(CURRENT_TAB_JS), **(run_state(page) or {})}
 
     def ready(s):
         return (
@@ -197,10 +208,10 @@ def open_from_file_browser(page, name: str, n_cells: int, timeout: float) -> Non
             and s.get("cells") == n_cells
         )
 
-    wait_until(f"{name} to open with an idle kernel and {n_cells} cells", state, ready, timeout, stable=2)
+    wait_until(f"{name} to open with an idle kernel and {n_cells} cells", state, ready, timeout, stable=2, why=why)
 
 
-def run_all_from_menu(page, timeout: float) -> dict:
+def run_all_from_menu(page, timeout: float, why: str = "") -> dict:
     """Edit > Clear Outputs of All Cells (so only fresh outputs count), then Run > Run All Cells; wait until
     nothing is queued and the kernel is idle."""
     use_menu(page, "Edit", "Clear Outputs of All Cells", timeout=30)
@@ -214,19 +225,51 @@ def run_all_from_menu(page, timeout: float) -> dict:
 
     # idle between two cells must not pass for the end of the run: ask for 1 s of quiet
     return wait_until(
-        "Run All Cells to finish (no [*] prompt, kernel idle)", lambda: run_state(page), finished, timeout, stable=4
+        "Run All Cells to finish (no [*] prompt, kernel idle)", lambda: run_state(page), finished, timeout,
+        stable=4, why=why,
     )
 
 
-def scroll_through(page, timeout: float, pause: float = 0.15) -> dict[int, CellSeen]:
-    """Scroll the notebook from top to bottom a screen at a time, noting at each stop what is on screen."""
+@dataclass
+class Scrolled:
+    """What scrolling through a lesson saw, and what it could not wait for."""
+
+    cells: dict[int, CellSeen]
+    reached_bottom: bool = True
+    undrawn: list[str] = field(default_factory=list)  # "cell 12: 1 figure" still not drawn when its wait ran out
+
+
+def _undrawn(snapshot) -> list[str]:
+    """Figures and widgets on screen now that the browser has not drawn yet (an image still decoding, a widget
+    still "Loading widget...")."""
+    late = []
+    for cell in snapshot["cells"]:
+        images = sum(shown and not ok for shown, ok in cell["images"])
+        widgets = sum(shown and not ok for shown, ok in cell["widgets"])
+        if images or widgets:
+            late.append(f"cell {cell['index']}: {images} figure(s), {widgets} widget(s)")
+    return late
+
+
+def scroll_through(page, timeout: float, pause: float = 0.15, draw_wait: float = 20.0) -> Scrolled:
+    """Scroll the notebook from top to bottom a screen at a time, noting at each stop what is on screen.
+
+    At each stop, figures and widgets on screen get up to ``draw_wait`` seconds to be drawn before the scroll goes
+    on: decoding an image or loading the widget code can take a moment, the first time most of all, and a figure
+    scrolled past before it was drawn would count as missing."""
     seen: dict[int, CellSeen] = {}
     scroller = page.locator(f"{PANEL} .jp-WindowedPanel-outer")
     scroller.evaluate("el => { el.scrollTop = 0; }")
     end = time.monotonic() + timeout
+    undrawn: list[str] = []
     while True:
         page.wait_for_timeout(pause * 1000)  # lets the browser lay out and paint what scrolled in
         snapshot = page.evaluate(COLLECT_JS, [PANEL, STDERR_MIME])
+        drawn_by = min(end, time.monotonic() + draw_wait)
+        while _undrawn(snapshot) and time.monotonic() < drawn_by:
+            page.wait_for_timeout(250)
+            snapshot = page.evaluate(COLLECT_JS, [PANEL, STDERR_MIME])
+        undrawn.extend(_undrawn(snapshot))
         for cell in snapshot["cells"]:
             entry = seen.setdefault(cell["index"], CellSeen())
             entry.prompt = cell["prompt"]
@@ -240,7 +283,7 @@ def scroll_through(page, timeout: float, pause: float = 0.15) -> dict[int, CellS
                     entry.errors.append(text)
         at_bottom = snapshot["scrollTop"] + snapshot["clientHeight"] >= snapshot["scrollHeight"] - 2
         if at_bottom or time.monotonic() > end:
-            return seen
+            return Scrolled(cells=seen, reached_bottom=at_bottom, undrawn=undrawn)
         step = max(100, int(snapshot["clientHeight"] * 0.8))
         scroller.evaluate("(el, step) => { el.scrollTop = el.scrollTop + step; }", step)
 

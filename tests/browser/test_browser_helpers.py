@@ -73,3 +73,9 @@ def test_lab_is_started_with_the_makefile_options():
     options = ld.make_lab_options()
     assert any(o.startswith("--LabApp.default_url=") for o in options), options
     assert any(o.startswith("--ServerApp.root_dir=") for o in options), options
+
+
+def test_the_test_lab_lands_on_the_solution_notebooks():
+    options = ld.lab_options_for_the_lessons()
+    assert [o for o in options if o.startswith("--LabApp.default_url=")] == [f"--LabApp.default_url={ld.LESSONS_URL}"]
+    assert set(options) - {f"--LabApp.default_url={ld.LESSONS_URL}"} <= set(ld.make_lab_options())
