@@ -34,8 +34,9 @@ lab: $(VENV)/.requirements.stamp student
 STUDENT_MISSING = $(filter-out $(wildcard student/*.ipynb),$(patsubst notebooks/%,student/%,$(wildcard notebooks/*.ipynb)))
 
 student: $(VENV)/.requirements.stamp
-	$(if $(STUDENT_MISSING),$(BIN)/python -m attention_lab.teaching.classroom student --out student/ \
-		$(notdir $(STUDENT_MISSING)),@echo "student/ has a copy of every lesson (yours: never overwritten)")
+	@missing="$(notdir $(STUDENT_MISSING))"; \
+	if [ -n "$$missing" ]; then $(BIN)/python -m attention_lab.teaching.classroom student --out student/ $$missing; \
+	else echo "student/ has a copy of every lesson (yours: never overwritten)"; fi
 
 test: $(VENV)/.dev.stamp
 	$(BIN)/ruff check .
