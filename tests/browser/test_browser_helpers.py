@@ -6,6 +6,7 @@ from __future__ import annotations
 import labdriver as ld
 import labpage as lp
 import nbformat
+import pytest
 
 PNG = {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure size 400x300 with 2 Axes>"}
 WIDGET = {"application/vnd.jupyter.widget-view+json": {"model_id": "m"}, "text/plain": "IntSlider(value=3)"}
@@ -79,3 +80,18 @@ def test_the_test_lab_lands_on_the_solution_notebooks():
     options = ld.lab_options_for_the_lessons()
     assert [o for o in options if o.startswith("--LabApp.default_url=")] == [f"--LabApp.default_url={ld.LESSONS_URL}"]
     assert set(options) - {f"--LabApp.default_url={ld.LESSONS_URL}"} <= set(ld.make_lab_options())
+
+
+def test_a_timeout_says_which_budget_ran_out_and_why():
+    expected = r"waited 0 s, the budget for the first lesson, for the kernel; last seen: 3"
+    with pytest.raises(TimeoutError, match=expected):
+        lp.wait_until("the kernel", lambda: 3, lambda value: False, timeout=0.01, why="the first lesson")
+
+
+def test_figures_on_screen_but_not_yet_decoded_count_as_undrawn():
+    snapshot = {"cells": [
+        {"index": 4, "images": [[True, False], [False, False]], "widgets": []},  # on screen, still decoding
+        {"index": 7, "images": [[True, True]], "widgets": [[True, False]]},  # drawn; widget still loading
+        {"index": 9, "images": [[False, False]], "widgets": []},  # off screen: not waited for
+    ]}
+    assert lp._undrawn(snapshot) == ["cell 4: 1 figure(s), 0 widget(s)", "cell 7: 0 figure(s), 1 widget(s)"]
