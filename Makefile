@@ -13,6 +13,8 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
 # while the other takes the unit tests and nbval, instead of starting last.
 WORKERS ?= 2
 PARALLEL := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
+# more pytest options, e.g. make test PYTEST_ARGS='-m "not browser" --durations=20'
+PYTEST_ARGS ?=
 
 .PHONY: lab student test notebooks clean-venv
 
@@ -40,7 +42,7 @@ student: $(VENV)/.requirements.stamp
 
 test: $(VENV)/.dev.stamp
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest $(NBVAL) $(PARALLEL) tests notebooks
+	$(BIN)/python -m pytest $(NBVAL) $(PARALLEL) $(PYTEST_ARGS) tests notebooks
 
 # Maintainers: re-execute lessons in place (all, or NB="notebooks/02_*.ipynb") after changing them.
 notebooks: $(VENV)/.dev.stamp
