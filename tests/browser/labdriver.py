@@ -1,10 +1,10 @@
 """Helpers for tests/browser: a headless JupyterLab server and Debian's Chromium driven by playwright.
 
-The server is started with the options of the Makefile's ``lab`` recipe (what ``make lab`` runs, landing in
-notebooks/ rather than student/), plus what a
-headless, offline, throw-away run needs: 127.0.0.1, a free port, a token, no news or update checks, a read-only
-extension manager, no autosave (the committed notebooks must not change) and private settings, workspace and
-runtime folders. Both processes are torn down by ``stop()`` whatever state they are in.
+The server is started with the options of the Makefile's ``lab`` recipe (what ``make lab`` runs), landing in
+notebooks/ instead of student/, plus what a headless, offline, throw-away run needs: 127.0.0.1, a free port, a
+token, no news or update checks, a read-only extension manager, no autosave (the committed notebooks must not
+change) and private settings, workspace and runtime folders. Both processes are torn down by ``stop()``
+whatever state they are in.
 """
 
 from __future__ import annotations
