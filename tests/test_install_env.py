@@ -72,7 +72,9 @@ def project(tmp_path):
 
 def _run(project: Path, *args: str, fail_on: str = "", env: dict | None = None):
     log = project / "pip-calls.jsonl"
-    pip = f"{sys.executable} {project / 'fake_pip.py'} {log} {fail_on or '-'}"
+    # forward slashes: the script splits --pip like a POSIX shell, which would eat Windows' backslashes
+    paths = [Path(sys.executable).as_posix(), (project / "fake_pip.py").as_posix(), log.as_posix()]
+    pip = " ".join([*paths, fail_on or "-"])
     result = subprocess.run(
         [sys.executable, str(SCRIPT), "--pip", pip, *args],
         cwd=project, capture_output=True, text=True, timeout=120, env=env,
