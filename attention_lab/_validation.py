@@ -2,18 +2,62 @@
 
 Each helper raises ``TypeError`` (wrong kind of object or dtype) or ``ValueError`` (wrong value or shape) with a
 message of the form ``"<function>(): expected ..., got ...; <how to fix>"``, so a learner sees which call failed,
-what it wanted and what it was given. No ``assert`` here: asserts vanish under ``python -O``.
+what it wanted and what it was given. No ``assert`` here: asserts vanish under ``python -O``. Every check a module
+needs more than once lives here (a flag, an int, a number in a range, one of a few choices, tensors and masks);
+a check that only one function needs stays in that function, written with :func:`fail`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import NoReturn, TypeVar
 
 import torch
 
+Choice = TypeVar("Choice")
 
-def fail(fn: str, message: str, error: type[Exception] = ValueError) -> None:
+
+def fail(fn: str, message: str, error: type[Exception] = ValueError) -> NoReturn:
+    """Raise ``error("<fn>(): <message>")``; never returns, so code after a ``fail`` is never reached."""
     raise error(f"{fn}(): {message}")
+
+
+def check_bool(fn: str, name: str, value: object) -> bool:
+    """``True`` or ``False`` itself (not 0/1, not None: a flag given by mistake would be read as its truth)."""
+    if not isinstance(value, bool):
+        fail(fn, f"{name} must be True or False, got {type(value).__name__} {value!r}", TypeError)
+    return value
+
+
+def check_number(fn: str, name: str, value: object, *, low: float | None = None, high: float | None = None,
+                 low_open: bool = False, high_open: bool = False, unit: str = "", hint: str = "") -> float:
+    """A finite real number (bools refused) within ``low`` .. ``high`` (either end open, or absent when None).
+
+    ``unit`` names what the number counts (``"seconds"``), ``hint`` says how to fix a bad value.
+    """
+    kind = f"a finite number of {unit}" if unit else "a finite number"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        fail(fn, f"{name} must be {kind}, got {type(value).__name__} {value!r}", TypeError)
+    too_low = low is not None and (value <= low if low_open else value < low)
+    too_high = high is not None and (value >= high if high_open else value > high)
+    if not math.isfinite(value) or too_low or too_high:
+        if low is not None and high is not None:
+            bounds = f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+        elif low is not None:
+            bounds = f"{'>' if low_open else '>='} {low}"
+        else:
+            bounds = f"{'<' if high_open else '<='} {high}" if high is not None else ""
+        fail(fn, f"{name} must be {kind} {bounds}".rstrip() + f", got {name}={value!r}" + (f"; {hint}" if hint else ""))
+    return float(value)
+
+
+def check_choice(fn: str, name: str, value: object, choices: Sequence[Choice], *, hint: str = "") -> Choice:
+    """One of ``choices`` (compared with ``==``)."""
+    if value not in choices:
+        fail(fn, f"{name} must be one of {', '.join(repr(c) for c in choices)}, got {name}={value!r}"
+                 + (f"; {hint}" if hint else ""))
+    return value
 
 
 def check_tensor(fn: str, name: str, x: object, *, min_dim: int = 0, floating: bool = False) -> torch.Tensor:
@@ -42,9 +86,7 @@ def check_scale(fn: str, scale: object) -> float | None:
         return None
     if isinstance(scale, bool) or not isinstance(scale, (int, float)):
         fail(fn, f"scale must be a positive float or None, got {type(scale).__name__}", TypeError)
-    if not math.isfinite(scale) or scale <= 0:
-        fail(fn, f"scale must be a finite number > 0, got scale={scale}; leave it None for 1/sqrt(d)")
-    return float(scale)
+    return check_number(fn, "scale", scale, low=0, low_open=True, hint="leave it None for 1/sqrt(d)")
 
 
 def check_same_dtype_device(fn: str, **tensors: torch.Tensor) -> None:

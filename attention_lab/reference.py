@@ -67,7 +67,10 @@ def block_sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, la
     """Dense attention with the layout's block mask expanded to one entry per (query, key) pair.
 
     Shape: q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)`` with i = j = n, ``layout`` a
-    :class:`~attention_lab.BlockLayout` -> ``(..., i, dv)``.
+    :class:`~attention_lab.BlockLayout`, or a list of h of them, one per head (axis -3) -> ``(..., i, dv)``.
     """
-    mask = layout.to_dense(q.shape[-2]).to(q.device)  # bool, (i, j): True where the layout keeps the pair
-    return attention(q, k, v, mask)[0]
+    n = q.shape[-2]
+    per_head = isinstance(layout, (list, tuple))
+    masks = [one.to_dense(n) for one in (layout if per_head else [layout])]  # bool (i, j) each: True = kept
+    mask = torch.stack(masks) if per_head else masks[0]  # (h, i, j) or (i, j)
+    return attention(q, k, v, mask.to(q.device))[0]

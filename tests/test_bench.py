@@ -72,7 +72,7 @@ def test_time_function_warms_up_and_states_threads():
 
 @pytest.mark.parametrize(("args", "kwargs", "error", "match"), [
     ((torch.ones(2),), {}, TypeError, r"time_function\(\): fn must be callable"),
-    ((torch.sum, torch.ones(2)), {"min_run_time": 0}, ValueError, "min_run_time must be a number of seconds"),
+    ((torch.sum, torch.ones(2)), {"min_run_time": 0}, ValueError, "min_run_time must be a finite number of seconds"),
     ((torch.sum, torch.ones(2)), {"warmup": -1}, ValueError, "warmup must be >= 0"),
     ((torch.sum, torch.ones(2)), {"num_threads": 0}, ValueError, "num_threads must be >= 1"),
 ])
@@ -105,7 +105,7 @@ def test_matmul_peak_uses_the_fastest_run(monkeypatch):
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"size": 0}, "size must be >= 1"),
     ({"repeats": 0}, "repeats must be >= 1"),
-    ({"min_run_time": -1}, "min_run_time must be a number of seconds >= 0"),
+    ({"min_run_time": -1}, "min_run_time must be a finite number of seconds >= 0"),
 ])
 def test_matmul_peak_rejects_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):

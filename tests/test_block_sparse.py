@@ -11,8 +11,10 @@ import torch.nn.functional as F
 from _tolerances import TOL
 
 import attention_lab as al
+import attention_lab.efficient._band as band_module
 import attention_lab.efficient.block_sparse as block_sparse_module
-from attention_lab import BlockLayout
+from attention_lab import BlockLayout, reference
+from attention_lab.efficient._block_plan import plan_for
 
 F64 = TOL[torch.float64]
 F32 = TOL[torch.float32]
@@ -24,8 +26,8 @@ def layouts(b):
     return {
         "local": BlockLayout.local(b),
         "sliding": BlockLayout.sliding_window(b),
-        "sliding2": BlockLayout.sliding_window(b, window=2),
-        "sliding_causal": BlockLayout.sliding_window(b, window=1, causal=True),
+        "sliding2": BlockLayout.sliding_window(b, neighbours=2),
+        "sliding_causal": BlockLayout.sliding_window(b, neighbours=1, causal=True),
         "strided": BlockLayout.strided(b, 3),
         "global": BlockLayout.global_blocks(b, [0, 2]),
         "random": BlockLayout.random(b, 2, seed=3),
@@ -34,6 +36,8 @@ def layouts(b):
         "strided&causal": BlockLayout.strided(b, 2) & BlockLayout.causal(b),
         "local|causal": BlockLayout.local(b) | BlockLayout.causal(b),
         "random&causal": BlockLayout.random(b, 3, seed=1) & BlockLayout.causal(b),
+        "bigbird": BlockLayout.bigbird(b, neighbours=1, global_blocks=1, random_per_row=2, seed=0),
+        "fixed": BlockLayout.fixed(b, 3, 1),
     }
 
 
@@ -44,8 +48,8 @@ def qkv(*lead, n, d=5, dv=3, dtype=torch.float64, grad=False):
 
 
 def dense(q, k, v, layout):
-    """The reference: our dense attention (zeros for empty rows) with the layout's element mask."""
-    return al.scaled_dot_product_attention(q, k, v, layout.to_dense(q.shape[-2]))[0]
+    """The reference: plain attention (zeros for empty rows) with the layout's element mask."""
+    return reference.block_sparse_attention(q, k, v, layout)
 
 
 @pytest.fixture
@@ -79,7 +83,7 @@ BAND_LAYOUTS = ["local", "sliding", "sliding2", "sliding_causal"]
 
 
 @pytest.mark.parametrize("name", BAND_LAYOUTS)
-@pytest.mark.parametrize("n", LENGTHS + [160])
+@pytest.mark.parametrize("n", LENGTHS + [20, 160])  # 20: two blocks, a band wider than the sequence
 @pytest.mark.parametrize("group", [1, 2, 3, None])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_band_path_equals_dense(name, n, group, dtype, monkeypatch):
@@ -87,13 +91,13 @@ def test_band_path_equals_dense(name, n, group, dtype, monkeypatch):
     K and V). Groups of 1, 2 or 3 query blocks (None: the default size) put group edges everywhere: inside a head,
     across two heads (6 of them here) and at both zero-padded ends."""
     layout = layouts(16)[name]
-    plan = block_sparse_module._band_plan(layout, n, torch.device("cpu"))
+    plan = plan_for(layout, n, torch.device("cpu"), band=True)
     assert plan is not None, f"{name} should be a band layout"
     if group is not None:
-        monkeypatch.setattr(block_sparse_module, "_BAND_TILE_ELEMENTS", group * 16 * plan.width * 16)
+        monkeypatch.setattr(band_module, "_BAND_TILE_ELEMENTS", group * 16 * plan.key_blocks.shape[1] * 16)
     calls = []
-    band_attention = block_sparse_module._band_attention
-    monkeypatch.setattr(block_sparse_module, "_band_attention", lambda *args: calls.append(1) or band_attention(*args))
+    band_attention = block_sparse_module.band_attention
+    monkeypatch.setattr(block_sparse_module, "band_attention", lambda *args: calls.append(1) or band_attention(*args))
     q, k, v = qkv(2, 3, n=n, dtype=dtype)
     with torch.no_grad():
         out = al.block_sparse_attention(q, k, v, layout)
@@ -104,7 +108,7 @@ def test_band_path_equals_dense(name, n, group, dtype, monkeypatch):
 @pytest.mark.parametrize("name", ["strided", "global", "random", "sliding|global", "strided&causal", "causal"])
 def test_other_layouts_take_the_general_path(name):
     """Not one band per row, or (causal) a band so wide that computing it whole would double the work."""
-    assert block_sparse_module._band_plan(layouts(16)[name], 257, torch.device("cpu")) is None
+    assert plan_for(layouts(16)[name], 257, torch.device("cpu"), band=True) is None
 
 
 @pytest.mark.parametrize("name", list(layouts(16)))
@@ -114,7 +118,7 @@ def test_work_follows_the_kept_blocks(name, n):
     count: the block pairs it computes stay within a quarter of the kept pairs (plus one per empty row), even when a
     global block keeps every key block while its neighbours keep three."""
     layout = layouts(16)[name]
-    plan = block_sparse_module._plan(layout, n, torch.device("cpu"))
+    plan = plan_for(layout, n, torch.device("cpu"), band=False)
     kept = int(layout.block_mask(n).sum())
     assert sum(plan.counts) == kept
     groups = block_sparse_module._groups(plan.counts, 6 * 16 * 16)  # 6 heads
@@ -132,13 +136,13 @@ def test_work_follows_the_kept_blocks(name, n):
 
 @pytest.mark.parametrize("block_size", [1, 3, 128])
 def test_odd_block_sizes(block_size):
-    layout = BlockLayout.sliding_window(block_size, 1, causal=True) | BlockLayout.strided(block_size, 4)
+    layout = BlockLayout.sliding_window(block_size, neighbours=1, causal=True) | BlockLayout.strided(block_size, 4)
     q, k, v = qkv(2, n=37)
     torch.testing.assert_close(al.block_sparse_attention(q, k, v, layout), dense(q, k, v, layout), **F64)
 
 
 def test_fp32_matches_pytorch_sdpa():
-    layout = BlockLayout.sliding_window(64, 1)
+    layout = BlockLayout.sliding_window(64, neighbours=1)
     q, k, v = qkv(1, 4, n=1000, d=64, dv=64, dtype=torch.float32)
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=layout.to_dense(1000))
     torch.testing.assert_close(al.block_sparse_attention(q, k, v, layout), expected, **F32)
@@ -188,9 +192,10 @@ def test_per_row_key_counts_match_formulas(n, b):
     assert torch.equal(count(BlockLayout.local(b)), sizes[r])
     for w in (0, 1, 2):
         near = (r[:, None] - blocks[None, :]).abs() <= w
-        assert torch.equal(count(BlockLayout.sliding_window(b, w)), keys_in(near))
+        assert torch.equal(count(BlockLayout.sliding_window(b, neighbours=w)), keys_in(near))
         # causal: from the first position of block r - w up to i itself
-        assert torch.equal(count(BlockLayout.sliding_window(b, w, causal=True)), rows - (r - w).clamp_min(0) * b + 1)
+        causal = BlockLayout.sliding_window(b, neighbours=w, causal=True)
+        assert torch.equal(count(causal), rows - (r - w).clamp_min(0) * b + 1)
     for s in (1, 2, 3):
         assert torch.equal(count(BlockLayout.strided(b, s)), keys_in((r[:, None] - blocks[None, :]) % s == 0))
     assert torch.equal(count(BlockLayout.causal(b)), rows + 1)
@@ -218,7 +223,7 @@ def test_sparsity_and_block_mask(name, n):
 
 
 def test_union_and_intersection_are_elementwise():
-    parts = [BlockLayout.sliding_window(8, 1, causal=True), BlockLayout.local(8), BlockLayout.strided(8, 3),
+    parts = [BlockLayout.sliding_window(8, neighbours=1, causal=True), BlockLayout.local(8), BlockLayout.strided(8, 3),
              BlockLayout.causal(8), BlockLayout.global_blocks(8, [1])]
     for a in parts:
         for b in parts:
@@ -235,17 +240,18 @@ def test_random_layout_is_reproducible():
 def test_global_tokens_restore_a_path():
     """Two hops through a global block connect any two positions; a sliding window alone needs many hops."""
     n, b = 64, 8
-    sliding = BlockLayout.sliding_window(b, 1).to_dense(n).double()
-    with_global = (BlockLayout.sliding_window(b, 1) | BlockLayout.global_blocks(b, [0])).to_dense(n).double()
+    sliding = BlockLayout.sliding_window(b, neighbours=1).to_dense(n).double()
+    with_global = (BlockLayout.sliding_window(b, neighbours=1) | BlockLayout.global_blocks(b, [0])).to_dense(n).double()
     assert (sliding @ sliding)[0, n - 1] == 0
     assert ((with_global @ with_global) > 0).all()
 
 
 def test_describe_and_repr():
-    layout = BlockLayout.sliding_window(4, 1, causal=True) | BlockLayout.global_blocks(4, [0])
+    layout = BlockLayout.sliding_window(4, neighbours=1, causal=True) | BlockLayout.global_blocks(4, [0])
     text = layout.describe(14)
     lines = text.splitlines()
-    assert lines[0].startswith("BlockLayout(sliding_window(4, window=1, causal=True) | global_blocks(4, [0])), n=14")
+    name = "BlockLayout(sliding_window(4, neighbours=1, causal=True) | global_blocks(4, [0])), n=14"
+    assert lines[0].startswith(name)
     assert "4 x 4 blocks of 4" in lines[0] and f"sparsity {layout.sparsity(14):.4f}" in lines[0]
     assert lines[2:] == ["####", "#\\..", "##\\.", "#.#\\"]
     assert repr(BlockLayout.local(3)) == "BlockLayout(local(3))"
@@ -265,13 +271,13 @@ def test_empty_rows_give_zeros_and_finite_gradients(n):
 
 
 def test_gradcheck_fp64():
-    layout = BlockLayout.sliding_window(3, 1, causal=True) | BlockLayout.global_blocks(3, [0])
+    layout = BlockLayout.sliding_window(3, neighbours=1, causal=True) | BlockLayout.global_blocks(3, [0])
     q, k, v = qkv(2, n=8, d=3, dv=2, grad=True)
     assert torch.autograd.gradcheck(lambda *x: al.block_sparse_attention(*x, layout), (q, k, v))
 
 
 def test_broadcast_leading_dimensions():
-    layout = BlockLayout.sliding_window(4, 1)
+    layout = BlockLayout.sliding_window(4, neighbours=1)
     q = torch.randn(2, 3, 10, 4, dtype=torch.float64)
     k = torch.randn(1, 3, 10, 4, dtype=torch.float64)
     v = torch.randn(10, 2, dtype=torch.float64)
@@ -280,7 +286,7 @@ def test_broadcast_leading_dimensions():
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_low_precision(dtype):
-    layout = BlockLayout.sliding_window(16, 1, causal=True)
+    layout = BlockLayout.sliding_window(16, neighbours=1, causal=True)
     q, k, v = qkv(2, n=70, d=8, dv=8, dtype=dtype)
     out = al.block_sparse_attention(q, k, v, layout)
     assert out.dtype == dtype
@@ -328,15 +334,19 @@ def test_block_size_below_one(build):
 
 
 @pytest.mark.parametrize("build,error,match", [
-    (lambda: BlockLayout.sliding_window(4, -1), ValueError, "window must be >= 0"),
-    (lambda: BlockLayout.sliding_window(4, 1, causal="yes"), TypeError, "causal must be True or False"),
+    (lambda: BlockLayout.sliding_window(4, -1), ValueError, "neighbours must be >= 0"),
+    (lambda: BlockLayout.sliding_window(4, neighbours=1, causal="yes"), TypeError, "causal must be True or False"),
+    (lambda: BlockLayout.sliding_window(4, window=2), TypeError,
+     r"window= is now neighbours=.*\|i - j\| < w.*sliding_window\(4, neighbours=2\)"),
+    (lambda: BlockLayout.sliding_window(4, width=2), TypeError, "unexpected keyword argument 'width'"),
     (lambda: BlockLayout.strided(4, 0), ValueError, "stride must be >= 1"),
     (lambda: BlockLayout.global_blocks(4, []), ValueError, "at least one block index"),
     (lambda: BlockLayout.global_blocks(4, [-1]), ValueError, "each block index must be >= 0"),
     (lambda: BlockLayout.global_blocks(4, 3), TypeError, "blocks must be a list"),
     (lambda: BlockLayout.random(4, 0, seed=1), ValueError, "per_row must be >= 1"),
     (lambda: BlockLayout.local(4.0), TypeError, "block_size must be an int"),
-    (lambda: BlockLayout.local(4).to_dense(0), ValueError, "n must be >= 1"),
+    (lambda: BlockLayout.local(4).sparsity(0), ValueError, r"sparsity\(\): n must be >= 1"),
+    (lambda: BlockLayout.local(4).to_dense(-1), ValueError, "n must be >= 0"),
 ])
 def test_bad_layout_arguments(build, error, match):
     with pytest.raises(error, match=match):
@@ -373,7 +383,7 @@ def test_bad_attention_input():
 
 @pytest.mark.parametrize("n", [1, 50, 64])
 def test_block_fill_counts_pairs_per_block(n):
-    layout = BlockLayout.sliding_window(16, 1, causal=True) | BlockLayout.global_blocks(16, [1])
+    layout = BlockLayout.sliding_window(16, neighbours=1, causal=True) | BlockLayout.global_blocks(16, [1])
     fill = layout.block_fill(n)
     sizes = block_sizes(n, 16)
     padded = F.pad(layout.to_dense(n), (0, -n % 16, 0, -n % 16)).view(len(sizes), 16, len(sizes), 16)
@@ -387,13 +397,13 @@ def test_plot_block_layout(n):
 
     from attention_lab import plotting
 
-    layout = BlockLayout.sliding_window(32, 1, causal=True)
+    layout = BlockLayout.sliding_window(32, neighbours=1, causal=True)
     fig = plotting.plot_block_layout(layout, n)
     assert isinstance(fig, Figure)
     ax = fig.axes[0]
     assert f"sparsity {layout.sparsity(n):.3f}" in ax.get_title()
     assert ax.get_xlabel().startswith("key") and ax.get_ylabel().startswith("query")
-    assert len(fig.axes) == 2  # the plot and its colorbar
+    assert len(fig.axes) == (1 if n <= 512 else 2)  # pairs: a two-swatch legend; shares of blocks: a colorbar
     assert ax.images[0].get_array().shape == ((n, n) if n <= 512 else (layout.n_blocks(n),) * 2)
 
 

@@ -218,5 +218,4 @@ def test_mismatched_qkv():
         al.blockwise_attention(q, k.float(), v)
     with pytest.raises(TypeError, match="must be a torch.Tensor"):
         al.blockwise_attention(q, k.tolist(), v)
-    with pytest.raises(ValueError, match="at least one query and one key"):
-        al.blockwise_attention(q[:, :0], k, v)
+    assert al.blockwise_attention(q[:, :0], k, v).shape == (2, 0, v.shape[-1])  # no query: an empty output

@@ -1,12 +1,12 @@
-"""Fairness of exercise checks (issue 8): wrong answers that used to pass now fail, correct ones still pass,
-and hints name the concept without spelling out the solution code."""
+"""Fairness of exercise checks: wrong answers that used to pass now fail, correct ones still pass, hints name the
+concept without spelling out the solution code, and an error in the learner's code becomes a hint."""
 
 import pytest
 import torch
 from _check_helpers import accepts
 
 import attention_lab as al
-from attention_lab.teaching.checks import lesson00, lesson03, lesson04, lesson07
+from attention_lab.teaching.checks import lesson00, lesson01, lesson02, lesson03, lesson04, lesson05, lesson07
 
 
 def hint_of(check, *args, **kwargs) -> str:
@@ -25,11 +25,21 @@ def test_window_for_kernel_refuses_a_fraction_that_truncates_to_the_answer(capsy
 
 
 def test_weights_shape_refuses_fractions_and_strings_with_a_hint(capsys):
-    assert "whole numbers" in hint_of(lesson00.weights_shape, (7.5, 7), n_tokens=7)
+    assert "whole number" in hint_of(lesson00.weights_shape, (7.5, 7), n_tokens=7)
     assert "tuple of integers" in hint_of(lesson00.weights_shape, "7x7", n_tokens=7)  # was a ValueError
     assert "tuple of integers" in hint_of(lesson00.weights_shape, "77", n_tokens=7)  # was read as (7, 7)
     accepts(capsys, lesson00.weights_shape, (7.0, 7.0), n_tokens=7)
     accepts(capsys, lesson00.weights_shape, torch.tensor([7, 7]), n_tokens=7)
+
+
+def test_a_token_index_that_int_would_truncate_is_refused(capsys):
+    weights = torch.softmax(torch.randn(5, 5, generator=torch.Generator().manual_seed(0)) * 3, dim=-1)
+    tokens = list("abcde")
+    best = int(weights[:, 2].argmax())
+    assert "whole number" in hint_of(lesson00.attends_most_to, best + 0.6, weights, key=2, tokens=tokens)
+    assert "whole number" in hint_of(lesson00.most_attended, int(weights[1].argmax()) + 0.6, weights, query=1,
+                                     tokens=tokens)
+    accepts(capsys, lesson00.attends_most_to, float(best), weights, key=2, tokens=tokens)
 
 
 def test_graph_mask_names_the_additive_convention_and_keeps_its_recipe_to_itself():
@@ -67,22 +77,99 @@ def test_causal_and_padding_explains_why_padded_queries_are_not_masked():
     assert "padding removes keys, not queries" in message
 
 
-def test_causal_and_padding_fallback_does_not_spell_out_the_solution(capsys):
+def test_decoder_mask_fallbacks_do_not_spell_out_the_solution(capsys):
     causal, keys = _decoder_masks()
     wrong = causal & keys.transpose(-2, -1)  # padding applied along the wrong axis only
     message = hint_of(lesson04.causal_and_padding, wrong, LENGTHS, N)
-    for code in ("causal_mask(", "padding_mask(", "as_key_mask(", "&"):
+    for code in ("causal_mask(", "padding_mask(", "as_key_mask(", "&", "tril", "arange"):
         assert code not in message
     accepts(capsys, lesson04.causal_and_padding, causal & keys, LENGTHS, N)
+    left_keys = al.as_key_mask(torch.arange(N)[None, :] >= N - torch.tensor(LENGTHS)[:, None])
+    message = hint_of(lesson04.left_padded_decoder, causal & left_keys & torch.eye(N, dtype=torch.bool), LENGTHS, N)
+    for code in ("causal_mask(", "padding_mask(", "as_key_mask(", "&", "tril", "arange", ">="):
+        assert code not in message
 
 
-def test_causal_by_hand_and_padding_fallbacks_do_not_spell_out_the_solution():
-    causal_hint = hint_of(lesson04.causal_by_hand, torch.ones(6, 6, dtype=torch.bool), 6)
-    assert "triu(diagonal=1)" not in causal_hint and "torch.ones" not in causal_hint
+def test_a_flipped_decoder_mask_gets_its_own_hint():
+    causal, keys = _decoder_masks()
+    assert "causal part is flipped" in hint_of(lesson04.causal_and_padding, ~causal & keys, LENGTHS, N)
+    assert "whole mask is flipped" in hint_of(lesson04.causal_and_padding, ~(causal & keys), LENGTHS, N)
+
+
+def test_an_uninverted_padding_mask_is_never_told_its_values_are_right():
+    kpm = torch.tensor([[False, False, True], [False, True, True]])
+    for answer in (kpm, kpm[:, None, None, :], kpm[:, None, :, None], kpm.long()):
+        message = hint_of(lesson04.key_mask_from_torch, answer, kpm)
+        assert "values are right" not in message and "polarity is right" not in message
+        assert "polarity must be turned around" in message
+
+
+def test_lesson04_fallbacks_do_not_spell_out_the_solution():
+    lower_hint = hint_of(lesson04.lower_right_causal, lambda i, j: torch.ones(i, j, dtype=torch.bool))
+    for code in ("tril", "triu", "torch.ones", "arange", "<="):
+        assert code not in lower_hint
+    key_hint = hint_of(lesson04.key_mask_from_torch, torch.ones(1, 2, 3, dtype=torch.bool), torch.zeros(2, 3).bool())
+    for code in ("[:, None, None, :]", "~", "unsqueeze"):
+        assert code not in key_hint
     wrong = torch.tensor([[True, False, True, False, False]] * 3)
     padding_hint = hint_of(lesson04.padding_from_lengths, wrong, [4, 2, 0], 5)
     assert "arange" not in padding_hint and "[:, None]" not in padding_hint
     assert "p < lengths[b]" in padding_hint
+
+
+# --- every check of lessons 00-02, 04, 05 turns an error into a hint ------------------------------------
+
+OWN_LESSONS = (lesson00, lesson01, lesson02, lesson04, lesson05)
+
+
+def _public_checks():
+    for module in OWN_LESSONS:
+        for name, fn in vars(module).items():
+            if callable(fn) and not name.startswith("_") and getattr(fn, "__module__", "") == module.__name__:
+                yield f"{module.__name__.rsplit('.', 1)[-1]}.{name}", fn
+
+
+@pytest.mark.parametrize("name,check", list(_public_checks()), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_check_is_guarded(name, check):
+    assert hasattr(check, "__wrapped__"), f"{name} is not wrapped with @guard_errors"
+
+
+def test_a_guarded_check_turns_an_error_in_the_answer_into_a_hint():
+    weights = torch.softmax(torch.randn(4, 4), dim=-1)
+    message = hint_of(lesson00.attention_received, object(), weights)  # not a tensor at all
+    assert "should be a tensor" in message
+    message = hint_of(lesson05.head_weights_from_torch, torch.zeros(2, 3), "not a module", torch.zeros(1, 3, 4),
+                      head=0)
+    assert "could not be checked" in message and "AttributeError" in message
+
+
+def test_an_error_raised_inside_the_learners_function_becomes_a_hint():
+    def broken(q, k, v):
+        return q @ k  # (i, d) @ (j, d): fails unless d == j
+
+    message = hint_of(lesson01.fixed_attend, broken)
+    assert "your attend raised RuntimeError" in message
+    message = hint_of(lesson02.stable_softmax, lambda x: x - x.max(-1))  # .max(dim) without .values
+    assert "comes back as a pair" in message
+    message = hint_of(lesson02.stable_softmax, lambda x: x - x.max(-1).values)  # no keepdim
+    assert "lost its axis" in message
+
+
+def test_the_generic_hint_reads_well_for_plural_names():
+    from attention_lab.teaching.checks._core import check_tensor_answer
+
+    message = hint_of(check_tensor_answer, torch.ones(3), torch.zeros(3), what="your keys", success="")
+    assert "right shape but not the right values in your keys" in message
+    assert "your keys has" not in message
+
+
+def test_the_stub_of_a_function_exercise_gets_a_hint_not_a_traceback():
+    def stub(*args):
+        raise NotImplementedError("replace this line with your answer, then run the check cell below")
+
+    for check in (lesson01.fixed_attend, lesson02.stable_softmax, lesson02.fixed_attention, lesson04.lower_right_causal,
+                  lesson05.split_heads, lesson05.merge_heads):
+        assert "still raises NotImplementedError" in hint_of(check, stub)
 
 
 # --- lesson 07: float32 answers are right answers --------------------------------------------------------

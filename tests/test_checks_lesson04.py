@@ -1,54 +1,145 @@
-"""Every exercise check of lesson 04 accepts right answers and rejects the common mistakes with their hints."""
+"""Every exercise check of lesson 04 accepts right answers (bool or 0/1, numpy, any broadcastable head axis) and
+rejects the common mistakes with their own hints; an error in the learner's function becomes a hint."""
 
+import numpy as np
+import pytest
 import torch
 from _check_helpers import accepts, rejects
 
 import attention_lab as al
 from attention_lab.teaching.checks import lesson04
 
-
-def test_causal_by_hand(capsys):
-    n = 5
-    future = torch.ones(n, n, dtype=torch.bool).triu(diagonal=1)
-    accepts(capsys, lesson04.causal_by_hand, ~future, n)
-    accepts(capsys, lesson04.causal_by_hand, torch.ones(n, n).tril(), n)  # the 0/1 twin
-    rejects(lesson04.causal_by_hand, future, n, hint="polarity is flipped")
-    rejects(lesson04.causal_by_hand, torch.ones(n, n, dtype=torch.bool).tril(-1), n, hint="attend to itself")
-    rejects(lesson04.causal_by_hand, (~future).T, n, hint="see the future and not the past")
-    rejects(lesson04.causal_by_hand, ~future[:4], n, hint="shape \\(5, 5\\)")
-    rejects(lesson04.causal_by_hand, al.to_additive_mask(~future), n, hint="additive float mask")
-    rejects(lesson04.causal_by_hand, torch.ones(n, n, dtype=torch.bool), n, hint="triu")
+# ---- exercise 1: causal mask aligned at the lower right ----
 
 
-def test_key_mask_from_torch(capsys):
-    kpm = torch.tensor([[False, False, True], [False, True, True]])
-    accepts(capsys, lesson04.key_mask_from_torch, (~kpm)[:, None, None, :], kpm)
-    accepts(capsys, lesson04.key_mask_from_torch, al.as_key_mask(al.from_torch_padding_mask(kpm)), kpm)
-    rejects(lesson04.key_mask_from_torch, kpm[:, None, None, :], kpm, hint="invert it")
-    rejects(lesson04.key_mask_from_torch, ~kpm, kpm, hint="add a head axis and a query axis")
-    rejects(lesson04.key_mask_from_torch, (~kpm)[:, None, :, None], kpm, hint="the query axis should be 1")
-    rejects(lesson04.key_mask_from_torch, (~kpm)[None], kpm, hint="\\[:, None, None, :\\]")
+@pytest.mark.parametrize("fn", [
+    lambda i, j: torch.ones(i, j, dtype=torch.bool).tril(j - i),
+    lambda i, j: torch.arange(j)[None, :] <= torch.arange(i)[:, None] + (j - i),
+    lambda i, j: ~torch.ones(i, j, dtype=torch.bool).triu(j - i + 1),
+    lambda i, j: torch.ones(i, j).tril(j - i),  # the 0/1 float twin
+    lambda i, j: np.tril(np.ones((i, j), dtype=bool), j - i),
+    lambda i, j: al.causal_mask(j)[j - i:],  # the last i rows of the square mask
+])
+def test_lower_right_causal_accepts(capsys, fn):
+    accepts(capsys, lesson04.lower_right_causal, fn)
 
+
+@pytest.mark.parametrize("fn,message", [
+    (lambda i, j: al.causal_mask(i, j), "upper-left alignment"),
+    (lambda i, j: ~torch.ones(i, j, dtype=torch.bool).tril(j - i), "polarity is flipped"),
+    (lambda i, j: torch.ones(i, j, dtype=torch.bool).tril(j - i - 1), "attend to itself"),
+    (lambda i, j: torch.ones(i, j, dtype=torch.bool).tril(j - i + 1), "one key too many"),
+    (lambda i, j: torch.ones(j, i, dtype=torch.bool).triu(i - j), "rows are queries"),
+    (lambda i, j: torch.ones(3, 8, dtype=torch.bool).tril(5), r"shape \(4, 4\)"),  # one size hard-coded
+    (lambda i, j: torch.ones(i, j, dtype=torch.bool), "up to and including its own position"),
+    (lambda i, j: al.to_additive_mask(torch.ones(i, j, dtype=torch.bool).tril(j - i)), "additive float mask"),
+    (lambda i, j: torch.ones(i, j, dtype=torch.bool).tril(5), "up to and including"),  # offset hard-coded
+    (lambda i, j: torch.ones(i, j).tril(j - i).reshape(3, 8), r"raised RuntimeError"),  # fits (3, 8) only
+    (al.causal_mask(3, 8), "should be a function"),
+])
+def test_lower_right_causal_rejects(fn, message):
+    rejects(lesson04.lower_right_causal, fn, hint=message)
+
+
+def test_lower_right_causal_stub_gets_its_own_hint():
+    def stub(i, j):
+        raise NotImplementedError("replace this line with your answer, then run the check cell below")
+
+    rejects(lesson04.lower_right_causal, stub, hint="still raises NotImplementedError")
+
+
+# ---- exercise 2: nn.MultiheadAttention's key_padding_mask as our key mask ----
+
+KPM = torch.tensor([[False, False, True], [False, True, True]])
+
+
+def test_key_mask_from_torch_accepts(capsys):
+    for answer in [(~KPM)[:, None, None, :], al.as_key_mask(al.from_torch_padding_mask(KPM)),
+                   (~KPM).unsqueeze(1).unsqueeze(1), (~KPM).long()[:, None, None, :],
+                   np.logical_not(KPM.numpy())[:, None, None, :], (KPM == 0).view(2, 1, 1, 3)]:
+        accepts(capsys, lesson04.key_mask_from_torch, answer, KPM)
+
+
+def test_key_mask_from_torch_rejects():
+    rejects(lesson04.key_mask_from_torch, KPM[:, None, None, :], KPM, hint="polarity must be turned around")
+    # not inverted and not reshaped: the polarity hint, never "the values are right"
+    rejects(lesson04.key_mask_from_torch, KPM, KPM, hint="polarity must be turned around")
+    rejects(lesson04.key_mask_from_torch, ~KPM, KPM, hint="the polarity is right; now the mask needs axes")
+    rejects(lesson04.key_mask_from_torch, (~KPM)[:, None, :, None], KPM, hint="query axis should have size 1")
+    rejects(lesson04.key_mask_from_torch, (~KPM)[None], KPM, hint="size-1 axes for the heads and the queries")
+
+
+def test_key_mask_from_torch_fallback_keeps_the_code_to_itself():
+    with pytest.raises(AssertionError) as error:
+        lesson04.key_mask_from_torch((~KPM)[None], KPM)
+    for code in ("[:, None, None, :]", "~", "unsqueeze", "invert"):
+        assert code not in str(error.value)
+
+
+# ---- exercise 3: padding mask from lengths ----
 
 def test_padding_from_lengths(capsys):
     lengths, max_len = [3, 1, 0], 4
     good = torch.arange(max_len)[None, :] < torch.tensor(lengths)[:, None]
-    accepts(capsys, lesson04.padding_from_lengths, good, lengths, max_len)
-    accepts(capsys, lesson04.padding_from_lengths, good.long(), lengths, max_len)
+    for answer in [good, good.long(), good.numpy(), good.float(), al.padding_mask(lengths, max_len)]:
+        accepts(capsys, lesson04.padding_from_lengths, answer, lengths, max_len)
     rejects(lesson04.padding_from_lengths, ~good, lengths, max_len, hint="polarity is flipped")
     rejects(lesson04.padding_from_lengths, torch.arange(max_len)[None, :] <= torch.tensor(lengths)[:, None],
             lengths, max_len, hint="one True too many")
-    rejects(lesson04.padding_from_lengths, good[:, :3], lengths, max_len, hint="shape \\(3, 4\\)")
+    rejects(lesson04.padding_from_lengths, good[:, :3], lengths, max_len, hint=r"shape \(3, 4\)")
+    rejects(lesson04.padding_from_lengths, good * 2, lengths, max_len, hint="make it a bool tensor")
 
 
-def test_causal_and_padding(capsys):
-    lengths, n = [4, 2], 4
-    causal, keys = al.causal_mask(n), al.as_key_mask(al.padding_mask(lengths, n))
-    accepts(capsys, lesson04.causal_and_padding, causal & keys, lengths, n)
-    accepts(capsys, lesson04.causal_and_padding, al.combine_masks(causal, keys), lengths, n)
-    accepts(capsys, lesson04.causal_and_padding, (causal & keys).expand(2, 3, 4, 4), lengths, n)  # with heads
-    rejects(lesson04.causal_and_padding, causal | keys, lengths, n, hint="combine with &")
-    rejects(lesson04.causal_and_padding, keys, lengths, n, hint="padding part only")
-    rejects(lesson04.causal_and_padding, causal, lengths, n, hint="causal part only")
-    rejects(lesson04.causal_and_padding, (causal & keys)[:, 0], lengths, n, hint="add a head axis")
-    rejects(lesson04.causal_and_padding, (causal & keys)[:, :, :3], lengths, n, hint="must broadcast to")
+# ---- exercise 4: a left-padded decoder batch ----
+
+LENGTHS, N = [5, 3, 2], 5
+
+
+def _left_masks():
+    causal = al.causal_mask(N)  # (i, j)
+    real = torch.arange(N)[None, :] >= N - torch.tensor(LENGTHS)[:, None]  # (b, j): real tokens at the end
+    return causal, al.as_key_mask(real)  # (b, 1, 1, j)
+
+
+def test_left_padded_decoder_accepts(capsys):
+    causal, keys = _left_masks()
+    for answer in [causal & keys, al.combine_masks(causal, keys), (causal & keys).expand(3, 4, N, N),
+                   (causal & keys).long(), (causal & keys).numpy(),
+                   causal[None, None] & al.padding_mask(LENGTHS, N).flip(-1)[:, None, None, :]]:
+        accepts(capsys, lesson04.left_padded_decoder, answer, LENGTHS, N)
+
+
+def test_left_padded_decoder_names_each_mistake():
+    causal, keys = _left_masks()
+    right_padded = al.as_key_mask(al.padding_mask(LENGTHS, N))
+    cases = [
+        (causal & right_padded, "padding is on the other side"),
+        (~(causal & keys), "polarity of the whole mask is flipped"),
+        (~causal & keys, "causal part is flipped"),
+        (causal.T & keys, "causal part is flipped"),
+        (causal | keys, "with \\| a key passes if either"),
+        (keys.expand(3, 1, N, N), "padding part only"),
+        (causal.expand(3, 1, N, N), "causal part only"),
+        (causal & ~keys, "padding part is inverted"),
+        ((causal & keys)[:, 0], "add a head axis"),
+        ((causal & keys)[:, :, :3], "must broadcast to"),
+        ((causal & keys) & torch.eye(N, dtype=torch.bool), "both rules allow it"),
+    ]
+    for answer, message in cases:
+        rejects(lesson04.left_padded_decoder, answer, LENGTHS, N, hint=message)
+
+
+def test_left_padded_decoder_accepts_masking_the_padded_queries_too(capsys):
+    # with the padding in front, a padded query has only padded keys in its past: blocking its row changes nothing
+    causal, keys = _left_masks()
+    accepts(capsys, lesson04.left_padded_decoder, causal & keys & keys.transpose(-2, -1), LENGTHS, N)
+
+
+def test_causal_and_padding_right_padded_counterpart(capsys):
+    causal, keys = al.causal_mask(N), al.as_key_mask(al.padding_mask(LENGTHS, N))
+    accepts(capsys, lesson04.causal_and_padding, causal & keys, LENGTHS, N)
+    rejects(lesson04.causal_and_padding, ~causal & keys, LENGTHS, N, hint="causal part is flipped")
+    left = al.as_key_mask(torch.arange(N)[None, :] >= N - torch.tensor(LENGTHS)[:, None])
+    rejects(lesson04.causal_and_padding, causal & left, LENGTHS, N, hint="padding is on the other side")
+    rejects(lesson04.causal_and_padding, causal & keys & keys.transpose(-2, -1), LENGTHS, N,
+            hint="padding removes keys, not queries")

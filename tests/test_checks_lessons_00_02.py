@@ -1,8 +1,10 @@
-"""Every exercise check of lessons 00-02 accepts right answers (in their equivalent forms) and rejects the common
-mistakes with the hint meant for them."""
+"""Every exercise check of lessons 00-02 accepts right answers (in their equivalent forms: keepdim, einsum, numpy,
+float64, lists) and rejects the common mistakes with the hint meant for them; an error in the learner's code
+becomes a hint."""
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from _check_helpers import accepts, rejects
@@ -11,133 +13,231 @@ from attention_lab.teaching.checks import lesson00, lesson01, lesson02
 
 # ---- lesson 00 ----
 
+TOKENS = ["the", "cat", "chased", "a", "mouse"]
+
+
 @pytest.fixture
 def weights():
-    return torch.softmax(torch.randn(5, 5) * 3, dim=-1)
+    # column 1 is brightest in row 4, row 1 is brightest in column 2: reading a row or a column differs
+    w = torch.tensor([[0.60, 0.10, 0.10, 0.10, 0.10],
+                      [0.05, 0.15, 0.70, 0.05, 0.05],
+                      [0.10, 0.20, 0.50, 0.10, 0.10],
+                      [0.30, 0.10, 0.10, 0.40, 0.10],
+                      [0.05, 0.45, 0.05, 0.05, 0.40]])
+    assert torch.allclose(w.sum(-1), torch.ones(5))
+    return w
 
 
-def test_weights_shape(capsys):
-    accepts(capsys, lesson00.weights_shape, (7, 7), n_tokens=7)
-    accepts(capsys, lesson00.weights_shape, torch.Size([7, 7]), n_tokens=7)
-    accepts(capsys, lesson00.weights_shape, [7, 7], n_tokens=7)
-    rejects(lesson00.weights_shape, (7,), n_tokens=7, hint="one row per query token, one column per key")
-    rejects(lesson00.weights_shape, (7, 4), n_tokens=7, hint="every token is a query")
-    rejects(lesson00.weights_shape, 7, n_tokens=7, hint="tuple of integers")
+def test_weights_shape_accepts_every_way_of_writing_it(capsys):
+    for answer in [(7, 12), [7, 12], torch.Size([7, 12]), torch.tensor([7, 12]), (7.0, 12.0), np.array([7, 12])]:
+        accepts(capsys, lesson00.weights_shape, answer, n_queries=7, n_keys=12)
+    accepts(capsys, lesson00.weights_shape, (5, 5), n_tokens=5)  # the self-attention form
 
 
-def test_most_attended(capsys):
-    tokens = ["a", "b", "c"]
-    w = torch.tensor([[0.1, 0.1, 0.8], [0.2, 0.7, 0.1], [0.6, 0.3, 0.1]])
-    accepts(capsys, lesson00.most_attended, "a", w, query=2, tokens=tokens)
-    accepts(capsys, lesson00.most_attended, 0, w, query=2, tokens=tokens)
-    accepts(capsys, lesson00.most_attended, torch.tensor(0), w, query=2, tokens=tokens)
-    rejects(lesson00.most_attended, "a", w, query=1, tokens=tokens, hint="look along row 1")
-    w2 = torch.tensor([[0.1, 0.1, 0.8], [0.9, 0.05, 0.05], [0.2, 0.7, 0.1]])
-    rejects(lesson00.most_attended, "b", w2, query=0, tokens=tokens, hint="you read column 0")
-    rejects(lesson00.most_attended, "zebra", w, query=0, tokens=tokens, hint="not one of the tokens")
+def test_weights_shape_names_each_mistake():
+    rejects(lesson00.weights_shape, (12, 7), n_queries=7, n_keys=12, hint="rows and columns are swapped")
+    rejects(lesson00.weights_shape, (7, 7), n_queries=7, n_keys=12, hint="not as many of one as of the other")
+    rejects(lesson00.weights_shape, (84,), n_queries=7, n_keys=12, hint="the weights form a matrix")
+    rejects(lesson00.weights_shape, (7, 12.5), n_queries=7, n_keys=12, hint="whole number")
+    rejects(lesson00.weights_shape, "7x12", n_queries=7, n_keys=12, hint="tuple of integers")
+    rejects(lesson00.weights_shape, 84, n_queries=7, n_keys=12, hint="tuple of integers")
+    rejects(lesson00.weights_shape, (3, 4), n_queries=7, n_keys=12, hint="each query token gets one row")
+    rejects(lesson00.weights_shape, ..., n_queries=7, n_keys=12, hint="tuple of integers")
 
 
-def test_row_sums(capsys, weights):
-    accepts(capsys, lesson00.row_sums, weights.sum(-1), weights)
-    accepts(capsys, lesson00.row_sums, weights.sum(-1).tolist(), weights)
-    accepts(capsys, lesson00.row_sums, torch.ones(5), weights)
-    accepts(capsys, lesson00.row_sums, weights.sum(-1, keepdim=True), weights)
-    rejects(lesson00.row_sums, weights.sum(0), weights, hint="you summed each column")
-    rejects(lesson00.row_sums, weights.sum(), weights, hint="one number for the whole matrix")
-    rejects(lesson00.row_sums, ..., weights, hint="still empty")
+def test_attends_most_to_reads_a_column(capsys, weights):
+    for answer in ["mouse", 4, 4.0, torch.tensor(4), np.int64(4)]:
+        accepts(capsys, lesson00.attends_most_to, answer, weights, key=1, tokens=TOKENS)
+    rejects(lesson00.attends_most_to, "chased", weights, key=1, tokens=TOKENS, hint="its row")  # row 1's argmax
+    rejects(lesson00.attends_most_to, "the", weights, key=1, tokens=TOKENS, hint="find the brightest cell")
+    rejects(lesson00.attends_most_to, 4.6, weights, key=1, tokens=TOKENS, hint="whole number")  # was int(): 4
+    rejects(lesson00.attends_most_to, 9, weights, key=1, tokens=TOKENS, hint="from 0 to 4")
+    rejects(lesson00.attends_most_to, "dog", weights, key=1, tokens=TOKENS, hint="not one of the tokens")
+
+
+def test_the_row_hint_comes_only_when_the_row_gives_a_different_answer(weights):
+    # key 2: column 2 is brightest in row 1, and row 2 is brightest at column 2 itself ("chased" -> "chased")
+    message = pytest.raises(AssertionError, lesson00.attends_most_to, "chased", weights, key=2, tokens=TOKENS)
+    assert "its row" in str(message.value)
+    same = weights.clone()
+    same[1] = torch.tensor([0.05, 0.70, 0.15, 0.05, 0.05])  # now row 1 and column 1 both point at "cat"
+    same[4] = torch.tensor([0.05, 0.30, 0.05, 0.05, 0.55])
+    with pytest.raises(AssertionError) as error:
+        lesson00.attends_most_to("the", same, key=1, tokens=TOKENS)
+    assert "its row" not in str(error.value)
+
+
+def test_most_attended_refuses_fractions_and_gives_the_column_hint_only_when_it_applies(capsys, weights):
+    accepts(capsys, lesson00.most_attended, "chased", weights, query=1, tokens=TOKENS)
+    accepts(capsys, lesson00.most_attended, 2.0, weights, query=1, tokens=TOKENS)
+    rejects(lesson00.most_attended, 2.4, weights, query=1, tokens=TOKENS, hint="whole number")
+    rejects(lesson00.most_attended, "mouse", weights, query=1, tokens=TOKENS, hint="you read column 1")
+    symmetric = torch.eye(3) * 0.8 + 0.1 * (1 - torch.eye(3))  # row and column agree everywhere
+    with pytest.raises(AssertionError) as error:
+        lesson00.most_attended("a", symmetric, query=1, tokens=["a", "b", "c"])
+    assert "column" not in str(error.value)
+
+
+def test_attention_received(capsys, weights):
+    totals = weights.sum(dim=0)
+    for answer in [totals, totals.tolist(), weights.sum(0, keepdim=True), totals.double(), totals.numpy(),
+                   torch.einsum("ij->j", weights), sum(weights[i] for i in range(5))]:
+        accepts(capsys, lesson00.attention_received, answer, weights)
+    rejects(lesson00.attention_received, weights.sum(-1), weights, hint="each query hands out")
+    rejects(lesson00.attention_received, weights.sum(-1, keepdim=True), weights, hint="each query hands out")
+    rejects(lesson00.attention_received, weights.mean(0), weights, hint="average")
+    rejects(lesson00.attention_received, weights.sum(), weights, hint="one number for the whole matrix")
+    rejects(lesson00.attention_received, totals[:3], weights, hint="one entry per column")
+    rejects(lesson00.attention_received, ..., weights, hint="still empty")
+    rejects(lesson00.attention_received, totals + 0.1, weights, hint="right shape but not the right values in")
 
 
 # ---- lesson 01 ----
 
 @pytest.fixture
-def qkv():
-    return torch.randn(4, 3), torch.randn(4, 3), torch.randn(4, 5)
+def qk():
+    gen = torch.Generator().manual_seed(3)
+    return torch.randn(4, 3, generator=gen), torch.randn(4, 3, generator=gen)
 
 
-def test_scores_for_query(capsys, qkv):
-    q, k, _ = qkv
-    accepts(capsys, lesson01.scores_for_query, k @ q[2], q, k, i=2)
-    accepts(capsys, lesson01.scores_for_query, torch.stack([q[2] @ k[j] for j in range(4)]).tolist(), q, k, i=2)
+def test_scores_for_query(capsys, qk):
+    q, k = qk
+    right = k @ q[2]
+    for answer in [right, right.tolist(), torch.stack([q[2] @ k[j] for j in range(4)]), q[2:3] @ k.T,
+                   torch.einsum("d,jd->j", q[2], k), right.double(), right.numpy()]:
+        accepts(capsys, lesson01.scores_for_query, answer, q, k, i=2)
+    rejects(lesson01.scores_for_query, k @ q[3], q, k, i=2, hint="off by one")
+    rejects(lesson01.scores_for_query, k @ q[1], q, k, i=2, hint="off by one")
     rejects(lesson01.scores_for_query, q @ k[2], q, k, i=2, hint="that is column 2")
     rejects(lesson01.scores_for_query, q @ q[2], q, k, i=2, hint="compared the query with other queries")
-    rejects(lesson01.scores_for_query, k @ q[2] / math.sqrt(3), q, k, i=2, hint="plain dot product")
+    rejects(lesson01.scores_for_query, right / math.sqrt(3), q, k, i=2, hint="plain dot product")
     rejects(lesson01.scores_for_query, q @ k.T, q, k, i=2, hint="one score per key")
 
 
-def test_softmax_weights(capsys, qkv):
-    q, k, _ = qkv
-    s = k @ q[1]
-    accepts(capsys, lesson01.softmax_weights, torch.softmax(s, 0), q, k, i=1)
-    accepts(capsys, lesson01.softmax_weights, s.exp() / s.exp().sum(), q, k, i=1)
-    rejects(lesson01.softmax_weights, s, q, k, i=1, hint="raw scores")
-    rejects(lesson01.softmax_weights, s.exp(), q, k, i=1, hint="divide by the sum of the exponentials")
-    rejects(lesson01.softmax_weights, s / s.sum(), q, k, i=1, hint="exponentiate first")
+def test_weight_matrix(capsys, qk):
+    q, k = qk
+    s = q @ k.T
+    for answer in [torch.softmax(s, -1), s.exp() / s.exp().sum(-1, keepdim=True), torch.softmax(s.double(), 1),
+                   torch.softmax(torch.einsum("id,jd->ij", q, k), -1).numpy()]:
+        accepts(capsys, lesson01.weight_matrix, answer, q, k)
+    rejects(lesson01.weight_matrix, torch.softmax(s, 0), q, k, hint="softmax runs over the wrong axis")
+    rejects(lesson01.weight_matrix, torch.softmax(s, -1).T, q, k, hint="the transpose")
+    rejects(lesson01.weight_matrix, s, q, k, hint="raw scores")
+    rejects(lesson01.weight_matrix, s.exp(), q, k, hint="divide by the sum of the exponentials")
+    rejects(lesson01.weight_matrix, s.exp() / s.exp().sum(), q, k, hint="on its own")
+    rejects(lesson01.weight_matrix, torch.softmax(s / math.sqrt(3), -1), q, k, hint="plain dot product")
+    rejects(lesson01.weight_matrix, torch.softmax(s, -1)[0], q, k, hint="a row per query")
 
 
-def test_output_for_query(capsys, qkv):
-    q, k, v = qkv
-    w = torch.softmax(k @ q[0], 0)
-    accepts(capsys, lesson01.output_for_query, w @ v, q, k, v, i=0)
-    accepts(capsys, lesson01.output_for_query, sum(w[j] * v[j] for j in range(4)), q, k, v, i=0)
-    rejects(lesson01.output_for_query, (k @ q[0]) @ v, q, k, v, i=0, hint="normalised weights")
-    rejects(lesson01.output_for_query, v.mean(0), q, k, v, i=0, hint="plain average")
-    q3, k3 = torch.randn(4, 5), torch.randn(4, 5)  # keys as wide as the values: mixing keys fits the shape
-    w3 = torch.softmax(k3 @ q3[0], 0)
-    rejects(lesson01.output_for_query, w3 @ k3, q3, k3, v, i=0, hint="mixed the keys")
+def _classmate_attend(q, k, v):
+    alpha = q @ k.T
+    return torch.exp(alpha) / torch.exp(alpha).sum() @ v
+
+
+@pytest.mark.parametrize("attend", [
+    lambda q, k, v: torch.softmax(q @ k.T, dim=-1) @ v,
+    lambda q, k, v: torch.softmax(torch.einsum("id,jd->ij", q, k), -1) @ v,
+    lambda q, k, v: (lambda e: e / e.sum(-1, keepdim=True))((q @ k.T).exp()) @ v,
+    lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=1.0),
+    lambda q, k, v: (torch.softmax(q.float() @ k.float().T, -1) @ v.float()).numpy(),
+])
+def test_fixed_attend_accepts(capsys, attend):
+    accepts(capsys, lesson01.fixed_attend, attend)
+
+
+@pytest.mark.parametrize("attend,message", [
+    (_classmate_attend, "still computes what the classmate's function computes"),
+    (lambda q, k, v: (q @ k.T).exp() / (q @ k.T).exp().sum(0) @ v, "down each column"),
+    (lambda q, k, v: (q @ k.T).exp() / (q @ k.T).exp().sum(-1) @ v, "lost their axis"),
+    (lambda q, k, v: torch.softmax(q @ k.T, -1) @ k, "mixed the keys"),
+    (lambda q, k, v: (q @ k.T) @ v, "not with the raw scores"),
+    (lambda q, k, v: torch.softmax(q @ k.T / 3**0.5, -1) @ v, "plain dot product"),
+    (lambda q, k, v: torch.softmax(q @ k.T, -1), r"has shape \(4, 3\)"),
+    (lambda q, k, v: torch.softmax(q @ k.T, -1) @ v.reshape(4, -1), r"raised RuntimeError"),  # 4 keys only
+    (lambda q, k, v: torch.softmax(q @ k.T, -1) @ v * 1.1, "compare your code"),
+    (torch.zeros(3), "should be a function"),
+])
+def test_fixed_attend_rejects(attend, message):
+    rejects(lesson01.fixed_attend, attend, hint=message)
 
 
 def test_cosine_similarity_matrix(capsys):
-    a = torch.randn(4, 4)
+    a = torch.randn(4, 4, generator=torch.Generator().manual_seed(4))
     unit = torch.nn.functional.normalize(a, dim=-1)
-    accepts(capsys, lesson01.cosine_similarity_matrix, unit @ unit.T, a)
-    accepts(capsys, lesson01.cosine_similarity_matrix, torch.cosine_similarity(a[:, None], a[None], dim=-1), a)
+    for answer in [unit @ unit.T, torch.cosine_similarity(a[:, None], a[None], dim=-1), (unit @ unit.T).numpy(),
+                   (unit.double() @ unit.double().T), torch.einsum("id,jd->ij", unit, unit)]:
+        accepts(capsys, lesson01.cosine_similarity_matrix, answer, a)
     rejects(lesson01.cosine_similarity_matrix, a @ a.T, a, hint="that is the dot product")
     rejects(lesson01.cosine_similarity_matrix, a @ a.T / a.norm(dim=-1, keepdim=True), a, hint="not only one")
     rejects(lesson01.cosine_similarity_matrix, a @ a.T / a.norm(dim=-1), a, hint="not only one")
+    rejects(lesson01.cosine_similarity_matrix, a @ a.T / a.norm() ** 2, a, hint="whole matrix")
 
 
 # ---- lesson 02 ----
 
 @pytest.fixture
-def qkv2():
-    return torch.randn(5, 4), torch.randn(6, 4), torch.randn(6, 3)
+def qk2():
+    gen = torch.Generator().manual_seed(5)
+    return torch.randn(5, 4, generator=gen), torch.randn(6, 4, generator=gen)
 
 
-def test_scaled_scores(capsys, qkv2):
-    q, k, _ = qkv2
-    accepts(capsys, lesson02.scaled_scores, q @ k.T / 2.0, q, k)
-    accepts(capsys, lesson02.scaled_scores, torch.einsum("id,jd->ij", q, k) * 0.5, q, k)
-    rejects(lesson02.scaled_scores, q @ k.T, q, k, hint="not scaled")
-    rejects(lesson02.scaled_scores, q @ k.T / 4.0, q, k, hint="not by d")
+def test_scaled_scores(capsys, qk2):
+    q, k = qk2
+    for answer in [q @ k.T / 2.0, torch.einsum("id,jd->ij", q, k) * 0.5, (q.double() @ k.double().T) / 2,
+                   (q @ k.T / 2.0).numpy(), q @ k.mT / math.sqrt(q.shape[-1])]:
+        accepts(capsys, lesson02.scaled_scores, answer, q, k, d_model=6)
+    rejects(lesson02.scaled_scores, q @ k.T, q, k, d_model=6, hint="not scaled")
+    rejects(lesson02.scaled_scores, q @ k.T / 4.0, q, k, d_model=6, hint="not by d")
+    rejects(lesson02.scaled_scores, q @ k.T / math.sqrt(6), q, k, d_model=6, hint="width of the input tokens")
+    rejects(lesson02.scaled_scores, q @ k.T / math.sqrt(5), q, k, d_model=6, hint="number of tokens")
     square_q, square_k = torch.randn(5, 4), torch.randn(5, 4)
     rejects(lesson02.scaled_scores, square_k @ square_q.T / 2, square_q, square_k, hint="the transpose")
 
 
-def test_stable_softmax(capsys):
-    def good(x):
-        e = torch.exp(x - x.max(-1, keepdim=True).values)
-        return e / e.sum(-1, keepdim=True)
-
-    accepts(capsys, lesson02.stable_softmax, good)
-    accepts(capsys, lesson02.stable_softmax, lambda x: torch.softmax(x, dim=-1))
-    rejects(lesson02.stable_softmax, lambda x: torch.exp(x) / torch.exp(x).sum(-1, keepdim=True),
-            hint="overflows to inf")
-    rejects(lesson02.stable_softmax, lambda x: torch.softmax(x, dim=0), hint="normalise over the last axis")
-    rejects(lesson02.stable_softmax, lambda x: torch.exp(x - x.max()) / torch.exp(x - x.max()).sum(-1, keepdim=True),
-            hint="each row's own maximum, not the maximum of the whole tensor")
-    rejects(lesson02.stable_softmax, lambda x: torch.softmax(x.clamp(-50, 50), -1), hint="finite but wrong")
-    rejects(lesson02.stable_softmax, torch.ones(3), hint="pass your function itself")
+def _good_softmax(x):
+    e = torch.exp(x - x.max(-1, keepdim=True).values)
+    return e / e.sum(-1, keepdim=True)
 
 
-def test_attention_output(capsys, qkv2):
-    q, k, v = qkv2
-    s = q @ k.T / 2.0
-    accepts(capsys, lesson02.attention_output, torch.softmax(s, -1) @ v, q, k, v)
-    accepts(capsys, lesson02.attention_output, torch.nn.functional.scaled_dot_product_attention(q, k, v), q, k, v)
-    rejects(lesson02.attention_output, torch.softmax(s, -2) @ v, q, k, v, hint="dim=-2 normalises over queries")
-    rejects(lesson02.attention_output, torch.softmax(q @ k.T, -1) @ v, q, k, v, hint="missing the 1/sqrt")
-    rejects(lesson02.attention_output, s @ v, q, k, v, hint="apply softmax")
-    rejects(lesson02.attention_output, torch.softmax(q @ k.T / 4, -1) @ v, q, k, v, hint="not by d")
+@pytest.mark.parametrize("softmax", [
+    _good_softmax,
+    lambda x: torch.softmax(x, dim=-1),
+    lambda x: torch.exp(x - torch.logsumexp(x, -1, keepdim=True)),
+    lambda x: torch.softmax(x.double(), -1),
+    lambda x: torch.softmax(x, -1).numpy(),
+    lambda x: (lambda e: e / e.sum(-1, keepdim=True))((x - x.amax(-1, keepdim=True)).exp()),
+])
+def test_stable_softmax_accepts(capsys, softmax):
+    accepts(capsys, lesson02.stable_softmax, softmax)
+
+
+@pytest.mark.parametrize("softmax,message", [
+    (lambda x: torch.exp(x) / torch.exp(x).sum(-1, keepdim=True), "overflows to inf"),
+    (lambda x: torch.softmax(x, dim=0), "normalised over another axis"),
+    (lambda x: torch.softmax(x, dim=1), "normalised over another axis"),  # right on 2-D, wrong on 3-D
+    (lambda x: torch.exp(x - x.max()) / torch.exp(x - x.max()).sum(-1, keepdim=True), "not the maximum of the whole"),
+    (lambda x: torch.softmax(x.clamp(-50, 50), -1), "finite but wrong"),
+    (lambda x: torch.exp(x - x.max(-1)) / 1, "comes back as a pair"),  # .max(dim) without .values
+    (lambda x: (x - x.max(-1).values).exp() / (x - x.max(-1).values).exp().sum(-1, keepdim=True),
+     "lost its axis"),  # missing keepdim: an error on (4, 6), wrong values on (5, 5)
+    (lambda x: x.exp() / x.exp().sum(-1), "lost its axis"),
+    (lambda x: torch.softmax(x, -1)[..., :2], "the input's shape"),
+    (lambda x: torch.softmax(x.reshape(4, 6), -1), r"raised RuntimeError"),  # a hard-coded shape
+    (lambda x: torch.softmax(x, -1) * 0.9, "differs from softmax"),
+    (torch.ones(3), "pass your function itself"),
+])
+def test_stable_softmax_rejects(softmax, message):
+    rejects(lesson02.stable_softmax, softmax, hint=message)
+
+
+def test_stable_softmax_missing_keepdim_on_a_square_input_gets_the_keepdim_hint():
+    def lost_axis_square_only(x):  # right where the shapes cannot line up wrongly, wrong on square inputs
+        if x.dim() == 2 and x.shape[0] == x.shape[1]:
+            e = (x - x.amax(-1)).exp()
+            return e / e.sum(-1, keepdim=True)
+        return torch.softmax(x, -1)
+
+    rejects(lesson02.stable_softmax, lost_axis_square_only, hint="lost its axis")
 
 
 def test_stable_softmax_leaves_the_global_generator_alone():
@@ -148,9 +248,53 @@ def test_stable_softmax_leaves_the_global_generator_alone():
     assert torch.equal(torch.rand(3), expected)
 
 
+def _classmate_attention(Q, K, V):
+    d = Q.shape[0]
+    weights = torch.softmax(Q @ K.T / math.sqrt(d), dim=0)
+    return weights @ V
+
+
+@pytest.mark.parametrize("attention", [
+    lambda Q, K, V: torch.softmax(Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1]), dim=-1) @ V,
+    lambda Q, K, V: torch.softmax(Q @ K.mT / Q.shape[-1] ** 0.5, -1) @ V,
+    lambda Q, K, V: torch.nn.functional.scaled_dot_product_attention(Q, K, V),
+    lambda Q, K, V: torch.softmax(torch.einsum("...id,...jd->...ij", Q, K) / math.sqrt(K.shape[-1]), -1) @ V,
+    lambda Q, K, V: (torch.softmax(Q.float() @ K.float().mT / math.sqrt(Q.shape[-1]), -1) @ V.float()).numpy(),
+])
+def test_fixed_attention_accepts(capsys, attention):
+    accepts(capsys, lesson02.fixed_attention, attention)
+
+
+def _scaled(Q, K, V, scale, dim=-1):
+    return torch.softmax(Q @ K.transpose(-2, -1) * scale, dim=dim) @ V
+
+
+@pytest.mark.parametrize("attention,message", [
+    (_classmate_attention, "more than one bug"),
+    (lambda Q, K, V: torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), -1) @ V, "swap only the last two axes"),
+    (lambda Q, K, V: _scaled(Q, K, V, 1 / math.sqrt(Q.shape[-1]), dim=-2), "runs over the queries"),
+    (lambda Q, K, V: _scaled(Q, K, V, 1 / math.sqrt(Q.shape[-2])), "not a count of tokens"),
+    (lambda Q, K, V: _scaled(Q, K, V, 1 / math.sqrt(Q.shape[0])), "not a count of tokens"),
+    (lambda Q, K, V: _scaled(Q, K, V, 1.0), "missing the 1/sqrt"),
+    (lambda Q, K, V: _scaled(Q, K, V, 1 / Q.shape[-1]), "not by d"),
+    (lambda Q, K, V: torch.softmax(Q @ K.mT / math.sqrt(Q.shape[-1]), -1), "multiply them by V"),
+    (lambda Q, K, V: _scaled(Q, K, V, 0.3), "check each step"),
+    (lambda Q, K, V: _scaled(Q, K, V, 1 / math.sqrt(Q.shape[-1]))[..., :1, :], "one row per query"),
+    (lambda Q, K, V: _scaled(Q.reshape(5, 4), K, V, 0.5), "raised RuntimeError"),
+])
+def test_fixed_attention_rejects(attention, message):
+    rejects(lesson02.fixed_attention, attention, hint=message)
+
+
 def test_predicted_variance(capsys):
-    accepts(capsys, lesson02.predicted_variance, 64, d=64)
-    accepts(capsys, lesson02.predicted_variance, 64.0, d=64)
-    rejects(lesson02.predicted_variance, 8, d=64, hint="standard deviation")
-    rejects(lesson02.predicted_variance, 1, d=64, hint="after dividing")
-    rejects(lesson02.predicted_variance, 32, d=64, hint="variances add")
+    for answer in [1024, 1024.0, 64 * 4 * 4, torch.tensor(1024.0), np.float64(1024)]:
+        accepts(capsys, lesson02.predicted_variance, answer, d=64, variance=4)
+    accepts(capsys, lesson02.predicted_variance, 64, d=64)  # entries of variance 1
+    rejects(lesson02.predicted_variance, 32, d=64, variance=4, hint="standard deviation")
+    rejects(lesson02.predicted_variance, 256, d=64, variance=4, hint="s\\^2 times s\\^2")
+    rejects(lesson02.predicted_variance, 64, d=64, variance=4, hint="every entry has variance 1")
+    rejects(lesson02.predicted_variance, 16, d=64, variance=4, hint="variance of one product")
+    rejects(lesson02.predicted_variance, 1, d=64, variance=4, hint="variance of one product")
+    rejects(lesson02.predicted_variance, 100, d=64, variance=4, hint="find the variance of one product")
+    rejects(lesson02.predicted_variance, "1024", d=64, variance=4, hint="not text")
+    rejects(lesson02.predicted_variance, None, d=64, variance=4, hint="give a number")

@@ -429,12 +429,12 @@ def test_plot_mask_every_mask_of_the_lesson():
              al.expand_mask(al.causal_mask(3), 1, 1), al.as_key_mask(al.padding_mask([2]))]
     for m in masks:
         fig = plot_mask(m)
-        assert isinstance(fig, Figure) and len(fig.axes) == 2  # the grid and its colorbar
+        assert isinstance(fig, Figure) and len(fig.axes) == 1  # the grid, with a legend instead of a colorbar
     ax = fig.axes[0]
     assert ax.get_xlabel() == "key position j" and ax.get_ylabel() == "query position i"
     fig = plot_mask(al.causal_mask(3), ["a", "b", "c"], ["a", "b", "c"])
     assert fig.axes[0].get_title() == "6 of 9 (query, key) pairs allowed"
-    assert [t.get_text() for t in fig.axes[1].get_yticklabels()] == ["blocked", "may attend"]
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["may attend", "hidden"]
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["a", "b", "c"]
 
 

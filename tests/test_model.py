@@ -179,7 +179,7 @@ def test_rollout_bad_inputs():
         attention_rollout(torch.rand(2, 3, 4, 4))
     with pytest.raises(ValueError, match=r"with i == j"):
         attention_rollout(torch.rand(1, 1, 1, 3, 4))
-    with pytest.raises(ValueError, match=r"residual must be a number in \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"residual must be a finite number in \[0, 1\]"):
         attention_rollout(torch.rand(1, 1, 1, 3, 3), residual=1.5)
     with pytest.raises(TypeError, match=r"attention must have a floating dtype"):
         attention_rollout(torch.ones(1, 1, 1, 3, 3, dtype=torch.long))

@@ -390,7 +390,7 @@ def test_plot_heads_grid_with_shared_scale_and_one_colorbar():
     fig = plotting.plot_heads(weights, tokens, title="four heads")
     assert isinstance(fig, Figure) and plt.get_fignums() == before
     panels = _panels(fig)
-    assert [ax.get_title() for ax in panels] == ["head 1", "head 2", "head 3", "head 4"]
+    assert [ax.get_title() for ax in panels] == ["head 0", "head 1", "head 2", "head 3"]
     assert len(_colorbars(fig)) == 1
     limits = {ax.images[0].get_clim() for ax in panels}
     assert limits == {(0.0, float(weights.max()))}, "every panel must share one colour scale"
@@ -417,8 +417,8 @@ def test_plot_heads_layers_by_heads():
         fig = plotting.plot_heads(weights, list("abcd"))
         panels = _panels(fig)
         assert len(panels) == 6 and len(_colorbars(fig)) == 1
-        assert panels[0].get_ylabel() == "layer 1\nquery i" and panels[3].get_ylabel() == "layer 2\nquery i"
-        assert [ax.get_title() for ax in panels[:3]] == ["head 1", "head 2", "head 3"]
+        assert panels[0].get_ylabel() == "layer 0\nquery i" and panels[3].get_ylabel() == "layer 1\nquery i"
+        assert [ax.get_title() for ax in panels[:3]] == ["head 0", "head 1", "head 2"]
         torch.testing.assert_close(torch.as_tensor(panels[4].images[0].get_array()), layers[1][0, 1])
         assert len({ax.images[0].get_clim() for ax in panels}) == 1
 

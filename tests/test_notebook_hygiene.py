@@ -80,3 +80,221 @@ def test_exercises_use_the_solution_markup(path):
             rest = "".join("".join(c["source"]) for c in cells[index:index + 2])
             assert "check." in rest or "checks." in rest, f"{path.name} code cell {index}: no check follows"
     assert answers >= 3, f"{path.name}: {answers} exercises; lessons have at least three"
+
+
+# ---- what a lesson promises a learner: answers only in their answer cells, deep dives folded, honest reading
+# times, and exercises. Each rule is a function that lists a lesson's problems, so that it can be tried on a
+# small notebook made to break it (tests at the end). ----
+
+_TRIVIAL_LINE = re.compile(r"^(pass|\.\.\.|return|[A-Za-z_]\w*)$")  # a bare name or keyword gives nothing away
+_HEADING = re.compile(r"^#{1,6}\s+(.*)$")
+
+
+def _norm(text):
+    return " ".join(text.split())
+
+
+def _text(cell_or_output):
+    value = cell_or_output.get("source", cell_or_output.get("text", ""))
+    return "".join(value) if isinstance(value, list) else value
+
+
+def _without_comment(line):
+    """The code of one line, without a trailing comment (a ``#`` inside a string stays)."""
+    import io
+    import tokenize
+
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(line).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return line
+    comments = [t for t in tokens if t.type == tokenize.COMMENT]
+    return line[:comments[0].start[1]] if comments else line
+
+
+def solution_lines(source):
+    """The lines of a cell's solution regions that could give the answer away: not blank, not a comment, not an
+    import, not trivial (``pass``, ``...``, a bare name)."""
+    from attention_lab.teaching.classroom import solution_regions
+
+    lines = []
+    for region in solution_regions(source):
+        for line in region:
+            text = _norm(_without_comment(line.strip()))
+            if (not text or text.startswith("#") or text.startswith(("import ", "from "))
+                    or _TRIVIAL_LINE.match(text)):
+                continue
+            lines.append(text)
+    return lines
+
+
+def _shown_texts(cell):
+    """Everything a learner sees of a cell: its source and its outputs (text, HTML, error messages)."""
+    texts = [_text(cell)]
+    for out in cell.get("outputs", []):
+        texts.append(_text(out))
+        for key in ("text/plain", "text/markdown", "text/html"):
+            value = out.get("data", {}).get(key, "")
+            texts.append("".join(value) if isinstance(value, list) else value)
+        if out.get("output_type") == "error":
+            texts += [out.get("evalue", ""), *out.get("traceback", [])]
+    return [_norm(t) for t in texts if t]
+
+
+def solution_leaks(nb):
+    """Solution lines that appear in another cell of the same lesson (its source or its output)."""
+    cells = nb["cells"]
+    shown = [_shown_texts(cell) for cell in cells]
+    leaks = []
+    for index, cell in enumerate(cells):
+        if cell["cell_type"] != "code":
+            continue
+        for line in solution_lines(_text(cell)):
+            for other, texts in enumerate(shown):
+                if other != index and any(line in text for text in texts):
+                    leaks.append(f"cell {index}: solution line {line!r} also appears in cell {other}")
+    return leaks
+
+
+def deep_dive_problems(nb):
+    """Deep-dive headings that JupyterLab would show open, in the lesson or in its student copy."""
+    import nbformat
+
+    from attention_lab.teaching.classroom import student_notebook
+
+    problems = []
+    student, _ = student_notebook(nbformat.reads(json.dumps(nb), as_version=4))
+    for index, (cell, copy) in enumerate(zip(nb["cells"], student.cells)):
+        first = _text(cell).lstrip().split("\n", 1)[0]
+        heading = _HEADING.match(first) if cell["cell_type"] == "markdown" else None
+        if heading and "deep dive" in heading[1].lower():
+            if cell.get("metadata", {}).get("jp-MarkdownHeadingCollapsed") is not True:
+                problems.append(f"cell {index}: deep dive {heading[1]!r} is not collapsed "
+                                f"(metadata jp-MarkdownHeadingCollapsed: true)")
+            elif copy.metadata.get("jp-MarkdownHeadingCollapsed") is not True:
+                problems.append(f"cell {index}: the student copy drops the collapsed state of {heading[1]!r}")
+    return problems
+
+
+def reading_time_problems(path, limit=25):
+    """The first cell's stated reading time must be the measured core minutes rounded up to the next 5, and at
+    most ``limit``."""
+    import math
+
+    from attention_lab.teaching.lesson_stats import lesson_stats, stated_minutes
+
+    measured = lesson_stats(path).minutes("core")
+    expected = 5 * math.ceil(measured / 5)
+    stated = stated_minutes(path)
+    problems = []
+    if stated != expected:
+        problems.append(f"states {stated} minutes to read; the core path measures {measured:.1f} minutes, "
+                        f"so it should state {expected}")
+    if expected > limit:
+        problems.append(f"core path of {measured:.1f} minutes is over {limit}; move detail into a deep dive")
+    return problems
+
+
+def exercise_count(nb):
+    """Calls into the exercise checks, outside a cell that shows a failing check on purpose."""
+    import nbformat
+
+    from attention_lab.teaching.classroom import check_call_pattern
+
+    pattern = check_call_pattern(nbformat.reads(json.dumps(nb), as_version=4))
+    return sum(len(pattern.findall(_text(cell))) for cell in code_cells(nb)
+               if "raises-exception" not in cell.get("metadata", {}).get("tags", []))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_solution_line_appears_outside_its_answer_cell(path):
+    leaks = solution_leaks(load(path))
+    assert not leaks, f"{path.name}: " + "; ".join(leaks)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_deep_dives_are_collapsed_also_in_student_copies(path):
+    problems = deep_dive_problems(load(path))
+    assert not problems, f"{path.name}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_stated_reading_time_matches_the_core_path(path):
+    problems = reading_time_problems(path)
+    assert not problems, f"{path.name}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_at_least_two_exercises(path):
+    assert exercise_count(load(path)) >= 2, f"{path.name}: fewer than two check calls"
+
+
+# ---- the rules above can fail: a small notebook that breaks each one ----
+
+def _synthetic(*, leak=False, open_deep_dive=False, minutes=5, words=300, checks=2):
+    import nbformat
+
+    v4 = nbformat.v4
+    cells = [v4.new_markdown_cell(f"# 99 · synthetic\n\n**Time:** {minutes} minutes to read, 5 to do."),
+             v4.new_markdown_cell(" ".join(["word"] * words)),
+             v4.new_code_cell("from attention_lab.teaching.checks import lesson00 as check\nimport torch")]
+    dive = v4.new_markdown_cell("## Deep dive: details\n\nMore.")
+    if not open_deep_dive:
+        dive.metadata["jp-MarkdownHeadingCollapsed"] = True
+    cells.append(dive)
+    cells.append(v4.new_markdown_cell("## Exercises"))
+    cells.append(v4.new_code_cell("### BEGIN SOLUTION\nanswer = torch.ones(3).sum(dim=0)\nanswer\n"
+                                  "### END SOLUTION"))
+    for _ in range(checks):
+        cells.append(v4.new_code_cell("check.weights_shape(answer, n_tokens=3)"))
+    demo = v4.new_code_cell("check.weights_shape((1,), n_tokens=3)")
+    demo.metadata["tags"] = ["raises-exception"]
+    cells.append(demo)
+    if leak:
+        shown = v4.new_code_cell("print('ok')")
+        shown.outputs = [v4.new_output("stream", name="stdout", text="answer = torch.ones(3).sum(dim=0)\n")]
+        cells.append(shown)
+    nb = v4.new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return json.loads(nbformat.writes(nb))
+
+
+def _write(tmp_path, nb):
+    path = tmp_path / "99_synthetic.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    return path
+
+
+def test_the_rules_pass_a_lesson_that_keeps_them(tmp_path):
+    nb = _synthetic()
+    assert solution_leaks(nb) == [] and deep_dive_problems(nb) == [] and exercise_count(nb) == 2
+    assert reading_time_problems(_write(tmp_path, nb)) == []  # 300 + 5 words, 2 code lines: 1.6 -> 5
+
+
+def test_a_solution_line_in_an_output_or_another_cell_is_found(tmp_path):
+    assert "also appears in cell" in solution_leaks(_synthetic(leak=True))[0]
+    nb = _synthetic()
+    nb["cells"][1]["source"] = "Hint: write `answer = torch.ones(3).sum(dim=0)` in the cell below."
+    assert solution_leaks(nb)
+    nb = _synthetic()
+    nb["cells"][2]["source"] += "\nanswer\npass"  # trivial lines give nothing away
+    assert solution_leaks(nb) == []
+
+
+def test_an_open_deep_dive_or_one_the_student_copy_opens_is_found(monkeypatch):
+    assert "is not collapsed" in deep_dive_problems(_synthetic(open_deep_dive=True))[0]
+    from attention_lab.teaching import classroom
+
+    monkeypatch.setattr(classroom, "_KEPT_CELL_METADATA", ("tags",))
+    assert "student copy drops" in deep_dive_problems(_synthetic())[0]
+
+
+def test_a_wrong_or_too_long_reading_time_is_found(tmp_path):
+    assert "should state 5" in reading_time_problems(_write(tmp_path, _synthetic(minutes=10)))[0]
+    assert "should state 5" in reading_time_problems(_write(tmp_path, _synthetic(minutes=1)))[0]
+    too_long = reading_time_problems(_write(tmp_path, _synthetic(minutes=30, words=5200)))
+    assert too_long == ["core path of 26.2 minutes is over 25; move detail into a deep dive"]
+
+
+def test_a_lesson_with_one_exercise_is_found():
+    assert exercise_count(_synthetic(checks=1)) == 1  # the raises-exception demonstration does not count

@@ -5,7 +5,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from attention_lab import plotting
+from attention_lab import BlockLayout, plotting
 
 
 def colorbars(fig):
@@ -54,3 +54,16 @@ def test_plot_attention_bad_input():
         plotting.plot_attention(torch.rand(3, 3), ["a", "b"])
     with pytest.raises(TypeError, match=r"expected a torch.Tensor, got list"):
         plotting.plot_attention([[1.0]])
+
+
+@pytest.mark.parametrize("layout", [
+    BlockLayout.bigbird(8, neighbours=1, global_blocks=1, random_per_row=2, seed=0),
+    BlockLayout.fixed(8, 4, 1),
+], ids=["bigbird", "fixed"])
+@pytest.mark.parametrize("n", [96, 600])
+def test_plot_block_layout_draws_bigbird_and_fixed(layout, n):
+    fig = plotting.plot_block_layout(layout, n)
+    drawn = fig.axes[0].images[0].get_array()
+    expected = layout.to_dense(n) if n <= 512 else layout.block_fill(n)  # pairs, or blocks beyond n = 512
+    assert (drawn == expected.float().numpy()).all()
+    assert f"sparsity {layout.sparsity(n):.3f}" in fig.axes[0].get_title()

@@ -10,6 +10,7 @@ from _tolerances import TOL
 from torch import nn
 
 import attention_lab as al
+from attention_lab import reference as plain
 
 F64 = TOL[torch.float64]
 
@@ -26,11 +27,7 @@ def reference(module, x, mask=None):
     bias = module.qkv.bias.double() if module.qkv.bias is not None else torch.zeros(3 * e, dtype=torch.float64)
     x = x.double()
     q, k, v = (x @ w[s * e:(s + 1) * e].T + bias[s * e:(s + 1) * e] for s in range(3))  # (b, n, e)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(e)  # (b, i, j)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
-    return weights @ v, weights
+    return plain.attention(q, k, v, mask)  # scaled by 1/sqrt(e): one head of size e
 
 
 def as_torch_mha(module):
@@ -287,7 +284,7 @@ def test_positions_properties():
     (dict(n=0, d=4), ValueError, "n must be >= 1, got n=0"),
     (dict(n=4, d=0), ValueError, "d must be >= 1, got d=0"),
     (dict(n=4.0, d=4), TypeError, "n must be an int"),
-    (dict(n=4, d=4, base=1.0), ValueError, "base must be a number > 1, got base=1.0"),
+    (dict(n=4, d=4, base=1.0), ValueError, "base must be a finite number > 1, got base=1.0"),
     (dict(n=4, d=4, dtype=torch.int64), TypeError, "dtype must be a floating torch.dtype"),
 ])
 def test_positions_bad_input(kwargs, error, match):

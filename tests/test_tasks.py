@@ -62,7 +62,7 @@ def test_make_task_by_name():
     assert make_task("reversal", seq_len=4) == Reversal(seq_len=4)
     assert isinstance(make_task("sorting"), Sorting)
     assert isinstance(make_task("pointer", n_symbols=3), PointerLookup)
-    with pytest.raises(ValueError, match=r"make_task\(\): name must be one of .*got 'copy'"):
+    with pytest.raises(ValueError, match=r"make_task\(\): name must be one of .*got name='copy'"):
         make_task("copy")
 
 

@@ -15,7 +15,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .._validation import check_mask, check_qk, check_qkv, check_scale, check_tensor, fail
+from .._validation import check_mask, check_number, check_qk, check_qkv, check_scale, check_tensor, fail
 
 __all__ = ["attention_scores", "masked_softmax", "scaled_dot_product_attention"]
 
@@ -42,7 +42,9 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, dim: 
 
     The row maximum is subtracted before ``exp`` so that scores of 1e4 do not overflow. Entries where ``mask`` is
     False get weight exactly 0; a row with no allowed entry (or only ``-inf`` scores) gets all zeros instead of the
-    NaN that ``softmax`` of an all ``-inf`` row gives. fp16/bf16 scores are normalised in fp32 and cast back.
+    NaN that ``softmax`` of an all ``-inf`` row gives. An empty ``dim`` (no keys) gives an empty result, so that
+    attention over no keys returns zeros, as ``F.scaled_dot_product_attention`` does. fp16/bf16 scores are
+    normalised in fp32 and cast back.
     ``scores`` is never modified.
 
     Shape: scores ``(..., i, j)``, mask bool broadcastable to it (True = may attend) -> weights, same shape.
@@ -56,7 +58,12 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, dim: 
     if mask is not None:
         check_mask(fn, mask, scores.shape, allow_float=False, like=scores)
         work = work.masked_fill(~mask, float("-inf"))  # out of place: the caller's scores stay as they were
-    row_max = work.amax(dim=dim, keepdim=True).detach()
+    if work.shape[dim] == 0:
+        # No keys at all: the weights are an empty tensor and attention's sum over no keys gives zeros, as in SDPA.
+        # amax cannot reduce an empty axis, and no maximum is needed: shift by 0.
+        row_max = work.new_zeros(())
+    else:
+        row_max = work.amax(dim=dim, keepdim=True).detach()
     # A row that is all -inf has max -inf, and -inf - (-inf) is NaN; shifting such a row by 0 keeps exp() at 0.
     row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
     # The subtraction makes a new buffer (the caller's scores stay untouched); exp_ may then work in place, since
@@ -85,6 +92,13 @@ def scaled_dot_product_attention(
     allowed key gets output and weights of exactly 0 (as SDPA's math path does in torch 2.13), where a plain softmax
     over its all ``-inf`` row would give NaN.
 
+    How it differs from :func:`attention_lab.reference.attention` (the same math; tested equal, values and
+    gradients, in fp64) and why: the scale multiplies the scores in place and ``masked_softmax`` exponentiates in
+    place (and, without autograd, divides in place), so the weights cost one ``(i, j)`` buffer on top of the
+    scores instead of three (forward peak at b=1, h=8, n=2048, fp32, measured here in one process: 260 MiB against
+    the reference's 388 MiB); fp16/bf16 scores are normalised in fp32; it also takes additive float masks and
+    dropout.
+
     Args:
         mask: bool, True = may attend; or a float tensor added to the scaled scores (0 keeps, -inf removes).
         scale: multiplies q . k; ``None`` means ``1/sqrt(d)``.
@@ -99,8 +113,7 @@ def scaled_dot_product_attention(
     """
     fn = "scaled_dot_product_attention"
     check_qkv(fn, q, k, v)
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)) or not 0.0 <= dropout_p < 1.0:
-        fail(fn, f"dropout_p must be a float in [0, 1), got {dropout_p!r}")
+    check_number(fn, "dropout_p", dropout_p, low=0, high=1, high_open=True, hint="pass 0.0 at evaluation time")
     scores = attention_scores(q, k, scale=scale)  # (..., i, j)
     bool_mask = None
     if mask is not None:

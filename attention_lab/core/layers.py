@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._validation import check_positive_int, check_tensor, fail
+from .._validation import check_bool, check_positive_int, check_tensor, fail
 from .functional import scaled_dot_product_attention
 
 __all__ = ["SelfAttention"]
@@ -29,7 +29,8 @@ class SelfAttention(nn.Module):
     ``(i, j)`` (same for every sequence: causal, sliding window, a graph's adjacency), ``(b, i, j)``, or
     the 4-D shapes of the multi-head world with a head axis of 1: ``(b, 1, i, j)`` and the key mask
     ``(b, 1, 1, j)`` from :func:`attention_lab.as_key_mask`. A float mask is added to the scores
-    (0 keeps, -inf removes). A query with no allowed key outputs zeros, never NaN.
+    (0 keeps, -inf removes). A query with no allowed key outputs zeros, never NaN; an empty sequence (n = 0)
+    gives an empty output.
 
     Shape: x ``(b, n, e)``, mask broadcastable to ``(b, i, j)`` (or ``(b, 1, i, j)``)
         -> output ``(b, i, e)``, weights ``(b, i, j)`` or ``None`` (``i = j = n``).
@@ -39,8 +40,7 @@ class SelfAttention(nn.Module):
         super().__init__()
         fn = "SelfAttention"
         check_positive_int(fn, "embed_dim", embed_dim)
-        if not isinstance(bias, bool):
-            fail(fn, f"bias must be True or False, got {type(bias).__name__} {bias!r}", TypeError)
+        check_bool(fn, "bias", bias)
         self.embed_dim = embed_dim
         self.qkv = nn.Linear(embed_dim, 3 * embed_dim, bias=bias)
 
@@ -97,4 +97,3 @@ class SelfAttention(nn.Module):
         fail(fn, f"mask must have shape (i, j), (b, i, j), (b, 1, i, j) or (b, 1, 1, j) with b={b}, "
                  f"i=j={n}, got shape {tuple(mask.shape)}; this layer has one head, so a 4-D mask needs "
                  f"a head axis of size 1")
-        raise AssertionError("unreachable")

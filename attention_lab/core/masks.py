@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .._validation import check_positive_int, check_tensor, fail
+from .._validation import check_bool, check_positive_int, check_tensor, fail
 
 __all__ = [
     "as_key_mask",
@@ -165,11 +165,19 @@ def sliding_window_mask(n: int, window: int, *, causal: bool = False,
 
     ``window = 1`` lets each query see only itself; ``window >= n`` (non-causal) allows everything.
 
+    The same band in other libraries (tests/test_conventions.py, docs/conventions.md): Longformer's one-sided
+    window ``window - 1`` (Hugging Face's ``attention_window = 2 * (window - 1)``), flash-attn's
+    ``window_size=(window - 1, window - 1)`` (``(window - 1, 0)`` with ``causal=True``), and OpenAI
+    sparse_attention's causal ``'local'`` mode with bandwidth ``window`` (our ``causal=True``). The block-level
+    ``BlockLayout.sliding_window(b, neighbours=k)`` counts blocks instead and equals ``window = k + 1`` only for
+    ``b = 1``.
+
     Shape: -> bool ``(i, j)`` with ``i = j = n``.
     """
     fn = "sliding_window_mask"
     check_positive_int(fn, "n", n)
     check_positive_int(fn, "window", window)
+    check_bool(fn, "causal", causal)
     idx = torch.arange(n, device=device)
     offset = idx[:, None] - idx[None, :]  # (i, j): i - j, positive when the key is in the past
     allowed = offset.abs() < window  # (i, j)

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .._validation import check_mask, check_positive_int, check_tensor, fail
+from .._validation import check_bool, check_mask, check_positive_int, check_tensor, fail
 from .functional import scaled_dot_product_attention
 
 __all__ = ["MultiHeadAttention"]
@@ -31,13 +31,15 @@ class MultiHeadAttention(nn.Module):
     ``forward(query, key=None, value=None, *, mask=None, need_weights=False)`` returns
     ``(output, weights)``: ``key`` defaults to ``query`` (self-attention) and ``value`` to ``key``;
     ``mask`` is bool with True = "may attend", broadcastable to ``(b, h, i, j)`` (e.g. ``(i, j)`` causal,
-    ``(b, 1, 1, j)`` key padding). A query with no allowed key gets 0 from the attention (so its output
-    is the output projection's bias).
+    ``(b, 1, 1, j)`` key padding). A query with no allowed key, or with no key at all (j = 0), gets 0 from
+    the attention (so its output is the output projection's bias), on both paths.
 
     With ``need_weights=False`` the heads run through ``F.scaled_dot_product_attention`` (fast, no
     ``(i, j)`` matrix kept) and ``weights`` is ``None``; with ``need_weights=True`` they run through the
     library's own :func:`attention_lab.scaled_dot_product_attention` and ``weights`` are per head (not
-    averaged over heads, unlike PyTorch's default). Both paths give the same output.
+    averaged over heads, unlike PyTorch's default). Both paths give the same output, the plain math of
+    :func:`attention_lab.reference.attention` per head (tested, values and gradients, in fp64); the first
+    is PyTorch's fused kernel, which keeps no ``(i, j)`` weights in memory.
 
     Attributes: ``embed_dim`` (e), ``num_heads`` (h), ``head_dim`` (d = e / h), ``q_proj``, ``k_proj``,
     ``v_proj``, ``out_proj`` (each ``nn.Linear(e, e, bias=bias)``). :meth:`from_torch` and
@@ -58,8 +60,7 @@ class MultiHeadAttention(nn.Module):
                      f"num_heads={num_heads} ({embed_dim} / {num_heads} = {embed_dim / num_heads:.4g}); "
                      f"each head gets embed_dim / num_heads features, so choose num_heads from the "
                      f"divisors of {embed_dim}: {_divisors(embed_dim)}")
-        if not isinstance(bias, bool):
-            fail(fn, f"bias must be True or False, got {type(bias).__name__} {bias!r}", TypeError)
+        check_bool(fn, "bias", bias)
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads

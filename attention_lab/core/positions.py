@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .._validation import check_positive_int, fail
+from .._validation import check_number, check_positive_int, fail
 
 __all__ = ["sinusoidal_positions"]
 
@@ -28,8 +28,7 @@ def sinusoidal_positions(n: int, d: int, *, base: float = 10000.0, dtype: torch.
     fn = "sinusoidal_positions"
     check_positive_int(fn, "n", n)
     check_positive_int(fn, "d", d)
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1:
-        fail(fn, f"base must be a number > 1, got base={base!r}; the paper uses 10000")
+    check_number(fn, "base", base, low=1, low_open=True, hint="the paper uses 10000")
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         fail(fn, f"dtype must be a floating torch.dtype, got {dtype!r}", TypeError)
     position = torch.arange(n, dtype=torch.float64, device=device)[:, None]  # (n, 1)

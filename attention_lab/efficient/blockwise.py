@@ -24,7 +24,7 @@ import math
 import torch
 from torch.autograd.function import once_differentiable
 
-from .._validation import check_positive_int, check_qkv, fail
+from .._validation import check_bool, check_positive_int, check_qkv
 
 __all__ = ["blockwise_attention"]
 
@@ -54,7 +54,7 @@ class _Tiles:
     def __call__(self, *shape: int) -> torch.Tensor:
         view = self.views.get(shape)
         if view is None:
-            view = self.views[shape] = self.buffer[: math.prod(shape)].view(shape)
+            view = self.views[shape] = self.buffer[: math.prod(shape)].view(shape)  # (B, i', jb) tile
         return view
 
 
@@ -180,7 +180,21 @@ def blockwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, bl
     the last block may be shorter. ``causal=True`` lets query i see keys j <= i (aligned at the top left, like
     SDPA's ``is_causal``), and skips every key block that lies wholly in the future of all its queries. The backward
     pass recomputes each block from q, k, v and one log-sum-exp per query, so forward + backward memory grows
-    linearly with the sequence length. fp16/bf16 inputs are computed in fp32 and the result cast back.
+    linearly with the sequence length. fp16/bf16 inputs are computed in fp32 and the result cast back. With no
+    key (j = 0) every query gets zeros, as with SDPA; with no query (i = 0) the output is empty.
+
+    How it differs from :func:`attention_lab.reference.blockwise_attention` (the same loop over key blocks with m,
+    l, acc; tested equal, values and gradients, in fp64) and what each difference buys:
+
+    * its own backward pass keeps one log-sum-exp per query and recomputes each block's weights, where autograd
+      through the reference keeps every block's weights: forward + backward peak at b=1, h=8, n=2048, d=64, fp32,
+      measured here in one process, 28 MiB against the reference's 345 MiB (and plain attention's 896 MiB);
+    * scores in base 2 and ``exp2`` instead of ``exp`` (the same weights; ``exp2`` is the cheaper instruction);
+    * lazy rescaling: m moves only when a block beats it by more than a margin, so most blocks skip rescaling l
+      and acc; the first block sets m, l, acc directly;
+    * queries in chunks and every tile written into one reused buffer (``baddbmm(..., beta=0, out=)``), so the
+      scores stay in the CPU's cache and no block pays for a fresh allocation;
+    * with ``causal`` it skips every key block that lies wholly after a chunk's last query.
 
     Shape: q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)`` (leading dimensions broadcast)
         -> output ``(..., i, dv)``.
@@ -188,14 +202,16 @@ def blockwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, bl
     fn = "blockwise_attention"
     check_qkv(fn, q, k, v)
     check_positive_int(fn, "block_size", block_size)
-    if not isinstance(causal, bool):
-        fail(fn, f"causal must be True or False, got {type(causal).__name__} {causal!r}", TypeError)
+    check_bool(fn, "causal", causal)
     if q.shape[-2] == 0 or k.shape[-2] == 0:
-        fail(fn, f"expected at least one query and one key, got q {tuple(q.shape)} and k {tuple(k.shape)}")
+        # No query or no key: no block to visit. A sum over no keys is 0 (as in SDPA); the empty weights keep the
+        # result connected to autograd (q's gradient is then 0).
+        return (q @ k.transpose(-2, -1)) @ v  # (..., i, j) @ (..., j, dv) -> (..., i, dv)
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     dtype = q.dtype
     work = torch.float32 if dtype in _LOW_PRECISION else dtype
     # expand + reshape: autograd sums the gradient back over broadcast dimensions
-    q3, k3, v3 = (x.to(work).expand(*lead, *x.shape[-2:]).reshape(-1, *x.shape[-2:]) for x in (q, k, v))
+    q3, k3, v3 = (x.to(work).expand(*lead, *x.shape[-2:]).reshape(-1, *x.shape[-2:])  # (B, n, d), B = prod(...)
+                  for x in (q, k, v))
     out = _BlockwiseAttention.apply(q3, k3, v3, block_size, causal)  # (B, i, dv)
     return out.view(*lead, *out.shape[-2:]).to(dtype)  # (..., i, dv)

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils import benchmark
 
-from .._validation import check_positive_int, fail
+from .._validation import check_number, check_positive_int, fail
 from ..core.functional import scaled_dot_product_attention
 from .memory import measure_peak_memory
 
@@ -72,8 +72,7 @@ def time_function(fn: Callable[..., Any], *args: Any, min_run_time: float = 0.2,
     check_positive_int(name, "warmup", warmup, minimum=0)
     threads = torch.get_num_threads() if num_threads is None else check_positive_int(name, "num_threads",
                                                                                       num_threads)
-    if isinstance(min_run_time, bool) or not isinstance(min_run_time, (int, float)) or not min_run_time > 0:
-        fail(name, f"min_run_time must be a number of seconds > 0, got {min_run_time!r}")
+    check_number(name, "min_run_time", min_run_time, low=0, low_open=True, unit="seconds")
     for _ in range(warmup):
         fn(*args, **kwargs)
     timer = benchmark.Timer(stmt="fn(*args, **kwargs)", globals={"fn": fn, "args": args, "kwargs": kwargs},
@@ -113,8 +112,7 @@ def matmul_peak_gflops(size: int = 1024, *, device: torch.device | str = "cpu", 
     name = "matmul_peak_gflops"
     check_positive_int(name, "size", size)
     check_positive_int(name, "repeats", repeats)
-    if isinstance(min_run_time, bool) or not isinstance(min_run_time, (int, float)) or not min_run_time >= 0:
-        fail(name, f"min_run_time must be a number of seconds >= 0, got {min_run_time!r}")
+    check_number(name, "min_run_time", min_run_time, low=0, unit="seconds")
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
     timer = benchmark.Timer(stmt="torch.matmul(a, b)", globals={"torch": torch, "a": a, "b": b},

@@ -51,11 +51,13 @@ _PROFILER_NOISE = re.compile(r"SyncActivityProfilerHandler|Memory block of unkno
 def format_bytes(n: int | float) -> str:
     """``1536`` -> ``'1.50 KiB'``: binary units (KiB = 1024 B, MiB = 1024 KiB), two decimals."""
     value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.2f} {unit}"
+    if abs(value) < 1024:
+        return f"{int(value)} B"
+    for unit in ("KiB", "MiB"):
         value /= 1024
-    raise AssertionError("unreachable")
+        if abs(value) < 1024:
+            return f"{value:.2f} {unit}"
+    return f"{value / 1024:.2f} GiB"
 
 
 # ---- arithmetic ----

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from .._validation import check_positive_int, fail
+from .._validation import check_choice, check_number, check_positive_int, fail
 
 __all__ = ["Comparison", "Crossover", "Slope", "Sweep", "compare", "crossover", "fit_slope", "sweep", "thread_report"]
 
@@ -79,12 +79,10 @@ def compare(variants: Mapping[str, Callable[[], Any]], *, baseline: str | None =
             fail(fn, f"variants[{name!r}] must be callable, got {type(call).__name__}; wrap the call in a lambda",
                  TypeError)
     baseline = next(iter(variants)) if baseline is None else baseline
-    if baseline not in variants:
-        fail(fn, f"baseline must be one of {list(variants)}, got {baseline!r}")
+    check_choice(fn, "baseline", baseline, list(variants))
     check_positive_int(fn, "rounds", rounds)
     check_positive_int(fn, "warmup", warmup, minimum=0)
-    if isinstance(min_time, bool) or not isinstance(min_time, (int, float)) or not min_time > 0:
-        fail(fn, f"min_time must be a number of seconds > 0, got {min_time!r}")
+    check_number(fn, "min_time", min_time, low=0, low_open=True, unit="seconds")
     numbers = {}
     for name, call in variants.items():
         for _ in range(warmup):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .._validation import check_positive_int, fail
+from .._validation import check_choice, check_positive_int, fail
 
 __all__ = ["IGNORE_INDEX", "PointerLookup", "Reversal", "Sorting", "TASKS", "make_generator", "make_task"]
 
@@ -148,6 +148,5 @@ TASKS = {"reversal": Reversal, "sorting": Sorting, "pointer": PointerLookup}
 
 def make_task(name: str, **options: int) -> _Task:
     """A task by name (``"reversal"``, ``"sorting"`` or ``"pointer"``), e.g. ``make_task("reversal", seq_len=8)``."""
-    if name not in TASKS:
-        fail("make_task", f"name must be one of {sorted(TASKS)}, got {name!r}")
+    check_choice("make_task", "name", name, sorted(TASKS))
     return TASKS[name](**options)

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from .._validation import check_positive_int, fail
+from .._validation import check_choice, check_number, check_positive_int, fail
 from .tasks import IGNORE_INDEX, make_generator
 
 __all__ = ["OPTIMIZERS", "SCHEDULES", "History", "WarmupSchedule", "evaluate", "make_optimizer", "train",
@@ -28,22 +28,6 @@ __all__ = ["OPTIMIZERS", "SCHEDULES", "History", "WarmupSchedule", "evaluate", "
 
 OPTIMIZERS = ("adamw", "adam_l2")
 SCHEDULES = ("constant", "linear", "cosine")
-
-
-def _check_number(fn: str, name: str, value: object, *, positive: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        fail(fn, f"{name} must be a number, got {type(value).__name__} {value!r}", TypeError)
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        bound = "> 0" if positive else ">= 0"
-        fail(fn, f"{name} must be a finite number {bound}, got {name}={value}")
-    return float(value)
-
-
-def _check_choice(fn: str, name: str, value: object, choices: Iterable[str]) -> str:
-    choices = tuple(choices)
-    if value not in choices:
-        fail(fn, f"{name} must be one of {', '.join(repr(c) for c in choices)}, got {name}={value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -85,7 +69,7 @@ def warmup_schedule(warmup_steps: int, total_steps: int, schedule: str = "consta
     fn = "warmup_schedule"
     check_positive_int(fn, "warmup_steps", warmup_steps, minimum=0)
     check_positive_int(fn, "total_steps", total_steps, minimum=1)
-    _check_choice(fn, "schedule", schedule, SCHEDULES)
+    check_choice(fn, "schedule", schedule, SCHEDULES)
     return WarmupSchedule(warmup_steps, total_steps, schedule)
 
 
@@ -110,9 +94,9 @@ def make_optimizer(model: nn.Module, optimizer: str = "adamw", *, lr: float, wei
     fn = "make_optimizer"
     if not isinstance(model, nn.Module):
         fail(fn, f"model must be a torch.nn.Module, got {type(model).__name__}", TypeError)
-    _check_choice(fn, "optimizer", optimizer, OPTIMIZERS)
-    lr = _check_number(fn, "lr", lr, positive=True)
-    weight_decay = _check_number(fn, "weight_decay", weight_decay, positive=False)
+    check_choice(fn, "optimizer", optimizer, OPTIMIZERS)
+    lr = check_number(fn, "lr", lr, low=0, low_open=True)
+    weight_decay = check_number(fn, "weight_decay", weight_decay, low=0)
     decay, no_decay = _decayed(model.named_parameters())
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     cls = torch.optim.AdamW if optimizer == "adamw" else torch.optim.Adam
@@ -215,9 +199,9 @@ def train(
     check_positive_int(fn, "warmup_steps", warmup_steps, minimum=0)
     check_positive_int(fn, "seed", seed, minimum=0)
     check_positive_int(fn, "batch_size", batch_size, minimum=1)
-    _check_choice(fn, "schedule", schedule, SCHEDULES)
+    check_choice(fn, "schedule", schedule, SCHEDULES)
     if clip_grad_norm is not None:
-        clip_grad_norm = _check_number(fn, "clip_grad_norm", clip_grad_norm, positive=True)
+        clip_grad_norm = check_number(fn, "clip_grad_norm", clip_grad_norm, low=0, low_open=True)
     opt = make_optimizer(model, optimizer, lr=lr, weight_decay=weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(opt, warmup_schedule(warmup_steps, steps, schedule))
     generator = make_generator(seed)

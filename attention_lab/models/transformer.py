@@ -14,12 +14,10 @@ the whole sequence (an encoder), which is what the toy tasks in :mod:`attention_
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
-from .._validation import check_positive_int, check_tensor, fail
+from .._validation import check_bool, check_choice, check_number, check_positive_int, check_tensor, fail
 from ..core.masks import causal_mask
 from ..core.multihead import MultiHeadAttention
 
@@ -82,11 +80,9 @@ class TinyTransformer(nn.Module):
         check_positive_int(fn, "num_heads", num_heads)
         check_positive_int(fn, "num_layers", num_layers)
         check_positive_int(fn, "max_len", max_len)
-        if norm not in NORMS:
-            fail(fn, f"norm must be one of {', '.join(repr(n) for n in NORMS)}, got norm={norm!r}; 'pre' puts "
-                     f"LayerNorm before each sublayer, 'post' after the residual sum")
-        if not isinstance(causal, bool):
-            fail(fn, f"causal must be True or False, got {type(causal).__name__} {causal!r}", TypeError)
+        check_choice(fn, "norm", norm, NORMS,
+                     hint="'pre' puts LayerNorm before each sublayer, 'post' after the residual sum")
+        check_bool(fn, "causal", causal)
         d_ff = 4 * d_model if d_ff is None else check_positive_int(fn, "d_ff", d_ff)
         if d_model % num_heads != 0:
             fail(fn, f"d_model must be divisible by num_heads, got d_model={d_model} and num_heads={num_heads}; "
@@ -171,9 +167,7 @@ def attention_rollout(attention: torch.Tensor, *, residual: float = 0.5) -> torc
     if attention.dim() != 5 or attention.shape[-1] != attention.shape[-2]:
         fail(fn, f"attention must have shape (layers, b, h, i, j) with i == j (self-attention), got shape "
                  f"{tuple(attention.shape)}; take it from model(tokens, return_attention=True)")
-    if isinstance(residual, bool) or not isinstance(residual, (int, float)) or not 0 <= residual <= 1 \
-            or not math.isfinite(residual):
-        fail(fn, f"residual must be a number in [0, 1] (the share of the residual path), got {residual!r}")
+    check_number(fn, "residual", residual, low=0, high=1, hint="it is the share of the residual path")
     n = attention.shape[-1]
     eye = torch.eye(n, dtype=attention.dtype, device=attention.device)
     mixed = residual * eye + (1 - residual) * attention.mean(dim=2)  # (layers, b, i, j)

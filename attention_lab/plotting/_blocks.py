@@ -9,6 +9,7 @@ from matplotlib.figure import Figure
 
 from ..efficient.layouts import BlockLayout
 from ._base import MASK_CMAP, _new_axes
+from ._masks import _two_swatch_legend
 
 _DENSE_LAYOUT_LIMIT = 512  # up to this n every (query, key) pair is drawn; beyond it, one cell per block pair
 
@@ -17,8 +18,9 @@ def plot_block_layout(layout: BlockLayout, n: int, *, ax: Axes | None = None, ti
     """Which (query, key) pairs a ``BlockLayout`` computes at length n, with block boundaries and its sparsity.
 
     Up to n = 512 each pair is a cell (so causal diagonal blocks show their triangle); beyond that each cell is a
-    block pair, shaded by the share of its pairs that are computed. The title, unless given, names the layout and
-    its sparsity (the share of the n x n pairs skipped).
+    block pair, shaded by the share of its pairs that are computed. A drawing with two values only gets a legend
+    with two swatches ("computed: may attend", "skipped: hidden"); shares in between get a colorbar. The title,
+    unless given, names the layout and its sparsity (the share of the n x n pairs skipped).
 
     Shape: draws ``layout.to_dense(n)`` ``(i, j)``, or ``layout.block_fill(n)`` ``(r, c)`` for n > 512.
     """
@@ -43,8 +45,10 @@ def plot_block_layout(layout: BlockLayout, n: int, *, ax: Axes | None = None, ti
     if title is None:
         title = f"{textwrap.fill(repr(layout), 48)}\nn = {n}, sparsity {layout.sparsity(n):.3f}"
     ax.set_title(title, fontsize=9)
-    bar = fig.colorbar(image, ax=ax, ticks=[0.0, 1.0], shrink=0.8)
-    bar.ax.set_yticklabels(["skipped", "computed"])
+    if bool(((matrix == 0) | (matrix == 1)).all()):  # a bool picture: two swatches, not a gradient
+        _two_swatch_legend(ax, ("computed:\nmay attend", "skipped:\nhidden"))
+    else:
+        fig.colorbar(image, ax=ax, shrink=0.8, label="share of pairs computed")
     return fig
 
 

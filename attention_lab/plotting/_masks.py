@@ -5,10 +5,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from ._base import _MAX_LABELLED_TICKS, MASK_CMAP, WEIGHTS_CMAP, _as_matrix, _new_axes, _set_token_ticks
+
+MASK_LABELS = ("may attend", "hidden")
+
+
+def _two_swatch_legend(ax: Axes, labels: Sequence[str] = MASK_LABELS) -> None:
+    """A legend with one swatch per value of a bool image drawn with ``MASK_CMAP`` on [0, 1]: ``labels[0]`` for
+    True (1), ``labels[1]`` for False (0). A mask has two values, so a gradient colorbar would suggest more."""
+    cmap = colormaps[MASK_CMAP]
+    handles = [Patch(facecolor=cmap(1.0), edgecolor="grey", label=labels[0]),
+               Patch(facecolor=cmap(0.0), edgecolor="grey", label=labels[1])]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False,
+              fontsize=8, handlelength=1.2, handleheight=1.2)
 
 
 def plot_mask(
@@ -21,8 +35,9 @@ def plot_mask(
 ) -> Figure:
     """A bool attention mask as a grid: row i is query i, column j is key j, bright = may attend.
 
-    The colorbar has two ticks, "blocked" and "may attend"; up to 40 positions the cells are outlined and every
-    tick is labelled (with the tokens when given). The title, unless given, counts the allowed pairs.
+    A legend with two swatches names the two values, "may attend" (bright) and "hidden" (dark); up to 40
+    positions the cells are outlined and every tick is labelled (with the tokens when given). The title, unless
+    given, counts the allowed pairs.
 
     Shape: mask bool ``(i, j)`` (leading dimensions of size 1 are dropped; for ``(b, h, i, j)`` pick ``[0, 0]``).
     """
@@ -34,8 +49,7 @@ def plot_mask(
     n_i, n_j = matrix.shape
     side = min(7.0, 2.2 + 0.25 * max(n_i, n_j))
     fig, ax = _new_axes(ax, (side + 1.2, side))
-    image = ax.imshow(matrix.float().numpy(), cmap=MASK_CMAP, vmin=0.0, vmax=1.0, interpolation="nearest",
-                      aspect="auto")
+    ax.imshow(matrix.float().numpy(), cmap=MASK_CMAP, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto")
     _set_token_ticks(fn, ax, "x", n_j, key_labels)
     _set_token_ticks(fn, ax, "y", n_i, query_labels)
     if max(n_i, n_j) <= _MAX_LABELLED_TICKS:
@@ -47,8 +61,7 @@ def plot_mask(
     ax.set_ylabel("query position i")
     allowed = int(matrix.sum())
     ax.set_title(title if title is not None else f"{allowed} of {n_i * n_j} (query, key) pairs allowed")
-    bar = fig.colorbar(image, ax=ax, ticks=[0.0, 1.0])
-    bar.ax.set_yticklabels(["blocked", "may attend"])
+    _two_swatch_legend(ax)
     return fig
 
 

@@ -1,4 +1,5 @@
-"""Attention weights as heatmaps: one matrix (lesson 00 on), one panel per head (lesson 05)."""
+"""Attention weights as heatmaps: one matrix (lesson 00 on), one panel per head (lesson 05), heads and layers
+counted from 0."""
 
 from __future__ import annotations
 
@@ -100,10 +101,10 @@ def plot_heads(
 ) -> Figure:
     """One heatmap per head in a grid, all on one colour scale with one shared colorbar.
 
-    ``weights`` of shape ``(h, i, j)`` (one layer) give one panel per head, titled ``head 1`` ... ``head h``
-    (Lee's q^{i,1}, q^{i,2}, ...; head 1 is ``weights[0]``), in rows of ``ncols`` (default: all heads in one
-    row up to 4, else 4 per row). ``(layers, h, i, j)`` (or a list of per-layer ``(h, i, j)`` tensors) give a
-    layers x heads grid, rows labelled ``layer 1`` ... A leading batch axis of size 1, as returned by
+    ``weights`` of shape ``(h, i, j)`` (one layer) give one panel per head, titled ``head 0`` ... ``head h-1``
+    (counted from 0 like the code: ``head m`` is ``weights[m]``, Lee's q^{i,m}), in rows of ``ncols`` (default:
+    all heads in one row up to 4, else 4 per row). ``(layers, h, i, j)`` (or a list of per-layer ``(h, i, j)``
+    tensors) give a layers x heads grid, rows labelled ``layer 0`` ... A leading batch axis of size 1, as returned by
     ``MultiHeadAttention(..., need_weights=True)`` for one sentence, is dropped; for a bigger batch pass
     ``weights[b]``.
 
@@ -170,14 +171,13 @@ def plot_heads(
             lowest = layer == n_layers - 1 and head + ncols >= n_heads
             panel.tick_params(labelleft=first_column, labelbottom=lowest)
             if layer == 0 or not layered:
-                panel.set_title(f"head {head + 1}", fontsize=10)
+                panel.set_title(f"head {head}", fontsize=10)
             if first_column:
-                panel.set_ylabel(f"layer {layer + 1}\nquery i" if layered else "query i")
+                panel.set_ylabel(f"layer {layer}\nquery i" if layered else "query i")
             if lowest:
                 panel.set_xlabel("key j")
         else:
-            panel.set_title(f"layer {layer + 1}, head {head + 1}" if layered else f"head {head + 1}",
-                            fontsize=10)
+            panel.set_title(f"layer {layer}, head {head}" if layered else f"head {head}", fontsize=10)
             panel.set_xlabel("key j")
             panel.set_ylabel("query i")
         if annotate:

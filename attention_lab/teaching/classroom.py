@@ -66,7 +66,8 @@ _CHECK_MODULE_IMPORT = re.compile(
 _CHECK_FUNCTION_IMPORT = re.compile(
     r"from\s+attention_lab(?:\.teaching)?\.checks\.\w+\s+import\s+(?:\((?P<paren>[^)]*)\)|(?P<names>[\w \t,]+))"
 )
-_KEPT_CELL_METADATA = ("tags", "nbgrader", "editable", "deletable", "jupyter", "slideshow", "collapsed")
+_KEPT_CELL_METADATA = ("tags", "nbgrader", "editable", "deletable", "jupyter", "slideshow", "collapsed",
+                       "jp-MarkdownHeadingCollapsed")  # a deep dive stays folded in the copy
 _KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent

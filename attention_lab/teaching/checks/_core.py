@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterable
 from typing import Any, NoReturn, TypeVar
 
@@ -34,11 +35,14 @@ def call_learner(fn: object, *args: Any, what: str = "your function", **kwargs: 
     Shape: whatever ``fn`` takes and returns.
     """
     if not callable(fn):
-        hint(f"{what} should be a function (a def or a lambda), got {type(fn).__name__}")
+        hint(f"{what} should be a function (a def or a lambda), got {type(fn).__name__}; pass the function "
+             f"itself, not the result of calling it")
     try:
         return fn(*args, **kwargs)
     except AssertionError:
         raise
+    except NotImplementedError:
+        hint(f"{what} still raises NotImplementedError: replace that line with your code")
     except Exception as error:  # any error in the learner's code becomes a hint
         hint(f"{what} raised {_describe_error(error)} when the check called it with inputs of shape "
              f"{[tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]}; run it on such an input yourself "
@@ -75,6 +79,32 @@ def as_tensor(answer: object, what: str) -> torch.Tensor:
         hint(f"{what} should be a tensor (or a list of numbers), got {type(answer).__name__}")
 
 
+def drop_unit_axes(got: torch.Tensor, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
+    """``got`` reshaped to ``shape`` when the two differ only by axes of size 1 (a keepdim reduction); else
+    ``got`` unchanged. Shape: got ``(...)`` -> ``shape`` or unchanged."""
+    if tuple(got.shape) != tuple(shape) and [s for s in got.shape if s != 1] == [s for s in shape if s != 1]:
+        return got.reshape(shape)  # only size-1 axes move: the order of the entries is kept
+    return got
+
+
+def whole_number(answer: object, what: str) -> int:
+    """An integer answer given as an int, a whole float, a numpy or a 0-d tensor; a fraction, a string or a bool
+    gets a hint (``int()`` would truncate 4.6 to 4)."""
+    if isinstance(answer, torch.Tensor):
+        if answer.numel() != 1:
+            hint(f"{what} should be one number, got a tensor of shape {tuple(answer.shape)}")
+        answer = answer.item()
+    if isinstance(answer, (str, bytes, bool)) or answer is None:
+        hint(f"{what} should be a whole number, got {answer!r}")
+    try:
+        value = float(answer)  # numpy scalars, fractions, decimals
+    except (TypeError, ValueError):
+        hint(f"{what} should be a whole number, got {type(answer).__name__}")
+    if not math.isfinite(value) or value != int(value):
+        hint(f"{what} should be a whole number, got {value}")
+    return int(value)
+
+
 def close(a: torch.Tensor, b: torch.Tensor, *, atol: float = 1e-4, rtol: float = 1e-4) -> bool:
     """Same shape and the same values within tolerance (compared in float64)."""
     return a.shape == b.shape and torch.allclose(a.double(), b.double(), atol=atol, rtol=rtol)
@@ -89,16 +119,23 @@ def check_tensor_answer(
     shape_hint: str | None = None,
     atol: float = 1e-4,
     rtol: float = 1e-4,
+    unit_axes_ok: bool = False,
     success: str,
 ) -> None:
     """Compare an answer with the expected tensor; a known wrong result gets its own hint.
 
-    ``mistakes`` pairs the result a common mistake produces with a hint about that mistake.
+    ``mistakes`` pairs the result a common mistake produces with a hint about that mistake. With
+    ``unit_axes_ok`` an answer that differs from the expected shape only by axes of size 1 (a ``keepdim=True``
+    reduction, a row picked with ``q[2:3]``) is compared as if it had the expected shape.
+
+    Shape: answer and expected of one shape (up to size-1 axes with ``unit_axes_ok``).
     """
     got = as_tensor(answer, what)
     expected = expected.detach().to("cpu")
     if got.is_floating_point() or expected.is_floating_point():
         got, expected = got.double(), expected.double()
+    if unit_axes_ok:
+        got = drop_unit_axes(got, expected.shape)
     if got.shape != expected.shape:
         for wrong, message in mistakes:
             if close(got, wrong.detach().to("cpu").double(), atol=atol, rtol=rtol):
@@ -110,4 +147,4 @@ def check_tensor_answer(
     for wrong, message in mistakes:
         if close(got, wrong.detach().to("cpu").double(), atol=atol, rtol=rtol):
             hint(message)
-    hint(f"{what} has the right shape but not the right values; recompute it step by step")
+    hint(f"right shape but not the right values in {what}; recompute it step by step")

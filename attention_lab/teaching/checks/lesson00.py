@@ -1,4 +1,4 @@
-"""Checks for lesson 00 (start here): reading an attention matrix."""
+"""Checks for lesson 00 (start here): reading an attention matrix by rows (queries) and columns (keys)."""
 
 from __future__ import annotations
 
@@ -6,62 +6,91 @@ from collections.abc import Sequence
 
 import torch
 
-from ._core import as_tensor, check_tensor_answer, correct, hint
+from ._core import as_tensor, check_tensor_answer, correct, guard_errors, hint, whole_number
 
 
-def weights_shape(answer: object, n_tokens: int) -> None:
-    """Exercise 1: the shape of the weight matrix of an ``n_tokens`` sentence."""
-    try:
-        if isinstance(answer, str):
-            raise TypeError("a string is not a shape")
-        shape = tuple(int(x) for x in answer)  # tuple, list or torch.Size
-        whole = all(float(x) == v for x, v in zip(answer, shape))  # int() truncates: 7.5 must not pass as 7
-    except (TypeError, ValueError):
+@guard_errors
+def weights_shape(answer: object, n_queries: int | None = None, n_keys: int | None = None, *,
+                  n_tokens: int | None = None) -> None:
+    """Exercise 1: the shape of the weight matrix when ``n_queries`` tokens attend to ``n_keys`` tokens
+    (``n_tokens``: both, the self-attention case)."""
+    n_queries = n_tokens if n_queries is None else n_queries
+    n_keys = n_queries if n_keys is None else n_keys
+    if isinstance(answer, (str, bytes)) or not hasattr(answer, "__len__"):
         hint("write the shape as a tuple of integers, like (rows, columns)")
-    if not whole:
-        hint("a shape counts rows and columns: write it with whole numbers")
-    if shape == (n_tokens, n_tokens):
-        correct(f"one weight for every (query, key) pair: {n_tokens} x {n_tokens} = {n_tokens**2} weights")
+    shape = tuple(whole_number(x, "each entry of the shape") for x in answer)  # 7.5 must not pass as 7
+    if shape == (n_queries, n_keys):
+        correct(f"one row per query and one column per key: {n_queries} x {n_keys} = {n_queries * n_keys} weights")
         return
-    if shape in ((n_tokens,), (n_tokens**2,)):
+    if shape in ((n_queries,), (n_keys,), (n_queries * n_keys,)):
         hint("the weights form a matrix: one row per query token, one column per key token")
-    hint("every token is a query (one row each) and every token is also a key (one column each)")
+    if n_queries != n_keys and shape == (n_keys, n_queries):
+        hint("rows and columns are swapped: a row belongs to a query, and it holds one weight per key")
+    if n_queries != n_keys and shape in ((n_queries, n_queries), (n_keys, n_keys)):
+        hint("here the queries and the keys are different tokens, and there are not as many of one as of the "
+             "other")
+    hint("each query token gets one row, and each row holds one weight for every key token")
 
 
-def most_attended(answer: object, weights: torch.Tensor, query: int, tokens: Sequence[str]) -> None:
-    """Exercise 2: the token that query ``query`` gives the largest weight (a token string or its index)."""
-    best = int(weights[query].argmax())
-    by_column = int(weights[:, query].argmax())
+def _token_index(answer: object, tokens: Sequence[str]) -> set[int]:
+    """The positions an answer names: a token (every position holding it) or an index (a whole number)."""
     if isinstance(answer, str):
         if answer not in tokens:
             hint(f"{answer!r} is not one of the tokens {list(tokens)}")
-        index = list(tokens).index(answer)
-        matches = [i for i, t in enumerate(tokens) if t == answer]
-        ok = best in matches
-    else:
-        index = int(as_tensor(answer, "your answer").item())
-        ok = index == best
-    if ok:
+        return {i for i, t in enumerate(tokens) if t == answer}
+    index = whole_number(answer, "your answer (a token or its index)")
+    if not 0 <= index < len(tokens):
+        hint(f"an index counts tokens from 0 to {len(tokens) - 1}, got {index}")
+    return {index}
+
+
+@guard_errors
+def most_attended(answer: object, weights: torch.Tensor, query: int, tokens: Sequence[str]) -> None:
+    """The key that query ``query`` gives its largest weight (a token string or its index): read along a row."""
+    weights = as_tensor(weights, "the weights")
+    best, by_column = int(weights[query].argmax()), int(weights[:, query].argmax())
+    named = _token_index(answer, tokens)
+    if best in named:
         correct(f"row {query} ({tokens[query]!r}) puts its largest weight, {float(weights[query, best]):.2f}, "
                 f"on {tokens[best]!r}")
         return
-    if index == by_column:
+    if by_column in named:  # only reached when the column's answer differs from the row's
         hint(f"row i lists what query i attends to; you read column {query}, which shows who attends to "
              f"{tokens[query]!r}")
     hint(f"look along row {query} of the matrix and find its brightest cell")
 
 
-def row_sums(answer: object, weights: torch.Tensor) -> None:
-    """Exercise 3: the sum of each row of the weight matrix."""
-    got = as_tensor(answer, "your row sums")
-    if got.shape == (weights.shape[0], 1):  # keepdim=True is just as right
-        got = got.squeeze(-1)
+@guard_errors
+def attends_most_to(answer: object, weights: torch.Tensor, key: int, tokens: Sequence[str]) -> None:
+    """Exercise 2: the query that gives key ``key`` its largest weight (a token string or its index): read down
+    a column."""
+    weights = as_tensor(weights, "the weights")
+    best, by_row = int(weights[:, key].argmax()), int(weights[key].argmax())
+    named = _token_index(answer, tokens)
+    if best in named:
+        correct(f"column {key} ({tokens[key]!r}) is brightest in row {best}: {tokens[best]!r} gives "
+                f"{tokens[key]!r} a weight of {float(weights[best, key]):.2f}")
+        return
+    if by_row in named:  # only reached when the row's answer differs from the column's
+        hint(f"that is what {tokens[key]!r} itself attends to (its row); the question is which token attends "
+             f"to {tokens[key]!r}, so read the column of that key")
+    hint(f"the weights that the queries give {tokens[key]!r} all lie in one column: find the brightest cell there")
+
+
+@guard_errors
+def attention_received(answer: object, weights: torch.Tensor) -> None:
+    """Exercise 3: how much attention each key receives in total, from all the queries (one number per key)."""
+    weights = as_tensor(weights, "the weights")
     check_tensor_answer(
-        got,
-        weights.sum(dim=-1),
-        what="your row sums",
-        mistakes=[(weights.sum(dim=-2), "you summed each column (over queries); sum each row, over the keys "
-                                        "(dim=-1)"),
-                  (weights.sum(), "that is one number for the whole matrix; keep one sum per row")],
-        success="every row sums to 1: each query spreads exactly one unit of attention over the keys",
+        answer,
+        weights.sum(dim=-2),
+        what="your totals",
+        mistakes=[(weights.sum(dim=-1), "those are the totals each query hands out (every row sums to 1); the "
+                                        "question is what each key receives from all the queries together"),
+                  (weights.mean(dim=-2), "that is an average over the queries; the question asks for the total"),
+                  (weights.sum(), "that is one number for the whole matrix; keep one total per key")],
+        shape_hint="one total per key token: a vector with one entry per column",
+        unit_axes_ok=True,
+        success="each query hands out exactly 1, but the keys do not receive 1 each: attention is shared out "
+                "unevenly",
     )

@@ -3,48 +3,89 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 
 import torch
 
-from ._core import as_tensor, check_tensor_answer, close, correct, hint
+from ._core import as_tensor, call_learner, check_tensor_answer, close, correct, guard_errors, hint
 
 
-def scaled_scores(answer: object, q: torch.Tensor, k: torch.Tensor) -> None:
-    """Exercise 1: A = Q K^T / sqrt(d) for q ``(i, d)`` and k ``(j, d)``."""
+@guard_errors
+def scaled_scores(answer: object, q: torch.Tensor, k: torch.Tensor, d_model: int | None = None) -> None:
+    """Exercise 1: S = Q K^T / sqrt(d) for q ``(i, d)`` and k ``(j, d)``; ``d_model``, the width of the tokens
+    the projections started from, names the mistake of scaling by it."""
+    q, k = as_tensor(q, "Q"), as_tensor(k, "K")
     d = q.shape[-1]
-    raw = q @ k.transpose(-2, -1)
+    raw = q @ k.transpose(-2, -1)  # (i, j)
+    mistakes = [
+        (raw, "the scores are not scaled: divide by sqrt(d) to keep their variance near 1"),
+        (raw / d, "divide by sqrt(d), not by d: the variance of q . k grows like d, its spread like sqrt(d)"),
+        ((k @ q.transpose(-2, -1)) / math.sqrt(d), "rows must be queries and columns keys: that is K Q^T, "
+                                                    "the transpose"),
+    ]
+    if d_model is not None and d_model != d:
+        mistakes.append((raw / math.sqrt(d_model), "you scaled by the width of the input tokens (d_model); d is "
+                                                   "the size of one query or key vector, the length of q^i"))
+    if q.shape[-2] != d:
+        mistakes.append((raw / math.sqrt(q.shape[-2]), "you scaled by the number of tokens; d is the size of one "
+                                                       "query or key vector, the length of q^i"))
     check_tensor_answer(
         answer,
         raw / math.sqrt(d),
         what="your score matrix",
-        mistakes=[
-            (raw, "the scores are not scaled: divide by sqrt(d) to keep their variance near 1"),
-            (raw / d, "divide by sqrt(d), not by d: the variance of q . k grows like d, its spread like sqrt(d)"),
-            ((k @ q.transpose(-2, -1)) / math.sqrt(d), "rows must be queries and columns keys: that is K Q^T, "
-                                                        "the transpose"),
-        ],
+        mistakes=mistakes,
         shape_hint="one score per (query, key) pair: (number of queries, number of keys)",
         success="S = Q K^T / sqrt(d): one scaled score per (query, key) pair",
     )
 
 
+def _softmax_error_hint(error: BaseException) -> None:
+    text = str(error)
+    if isinstance(error, TypeError) and "return_types" in text:
+        hint("a maximum taken along an axis comes back as a pair, the maxima and where they are; use only the "
+             "maxima")
+    if isinstance(error, RuntimeError) and "must match the size" in text:
+        hint("the shapes did not line up: a maximum or sum taken per row has lost its axis; keep that axis "
+             "(size 1) so it broadcasts against the rows")
+
+
+def _run_softmax(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    try:
+        result = fn(x.clone())
+    except AssertionError:
+        raise
+    except Exception as error:  # a slip with a hint of its own first, then any other error as a hint
+        _softmax_error_hint(error)
+        return as_tensor(call_learner(fn, x.clone(), what="your softmax"), "your softmax's result")
+    return as_tensor(result, "your softmax's result")
+
+
+@guard_errors
 def stable_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
-    """Exercise 2: a softmax over the last axis that survives scores like 1000."""
+    """Exercise 2: a softmax over the last axis, for any number of axes, that survives scores like 1000."""
     if not callable(fn):
         hint("pass your function itself, e.g. stable_softmax(my_softmax), not its result")
-    # a private generator: checking an answer must not move the lesson's own random numbers
-    small = torch.randn(4, 6, generator=torch.Generator().manual_seed(0))
+    gen = torch.Generator().manual_seed(0)  # a private generator: the lesson's random numbers stay as they were
+    for shape in ((4, 6), (5, 5), (2, 3, 5)):  # a hard-coded axis fails on one of these
+        x = torch.randn(*shape, generator=gen)
+        got = _run_softmax(fn, x)
+        if got.shape != x.shape:
+            hint("softmax returns one weight per score: the output has the input's shape")
+        if close(got, torch.softmax(x, dim=-1)):
+            continue
+        if x.dim() == 2 and x.shape[0] == x.shape[1]:
+            lost = (x - x.amax(dim=-1)).exp()  # per-row maxima without their axis line up with the columns
+            if close(got, lost / lost.sum(dim=-1, keepdim=True)):
+                hint("a maximum taken per row has lost its axis, so it lines up with the columns when you "
+                     "subtract it; keep that axis so every row is shifted by its own maximum")
+        if any(close(got, torch.softmax(x, dim=axis)) for axis in range(x.dim() - 1)):
+            hint(f"on scores of shape {tuple(x.shape)} your weights are normalised over another axis; normalise "
+                 f"over the last axis, the keys, whatever the number of axes")
+        hint(f"on ordinary scores of shape {tuple(x.shape)} your result differs from softmax: exp of each score, "
+             f"divided by the sum of exps of its row")
     huge = torch.tensor([[1000.0, 999.0, 0.0], [-1000.0, -1001.0, -1002.0]])
-    got_small = as_tensor(fn(small.clone()), "your softmax's result")
-    if got_small.shape != small.shape:
-        hint("softmax returns one weight per score: the output has the input's shape")
-    if close(got_small, torch.softmax(small, dim=0)):
-        hint("your weights sum to 1 down each column; normalise over the last axis (dim=-1), the keys")
-    if not close(got_small, torch.softmax(small, dim=-1)):
-        hint("on ordinary scores your result differs from softmax: exp of each score, divided by the row's "
-             "sum of exps")
-    got_huge = as_tensor(fn(huge.clone()), "your softmax's result")
+    got_huge = _run_softmax(fn, huge)
     finite_rows = torch.isfinite(got_huge).all(dim=-1)
     if finite_rows[0] and not finite_rows[1]:
         hint("a row whose scores all lie far below the largest score of the tensor underflows to 0/0: subtract "
@@ -54,43 +95,100 @@ def stable_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
              "number from a whole row")
     if not close(got_huge, torch.softmax(huge.double(), dim=-1).float()):
         hint("on large scores your result is finite but wrong; subtract each row's own maximum")
-    correct("your softmax matches torch.softmax and stays finite at scores of 1000")
+    correct("your softmax matches torch.softmax on 2-D and 3-D scores and stays finite at scores of 1000")
 
 
-def attention_output(answer: object, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-    """Exercise 3: O = softmax(Q K^T / sqrt(d)) V."""
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    check_tensor_answer(
-        answer,
-        torch.softmax(scores, dim=-1) @ v,
-        what="your output",
-        mistakes=[
-            (torch.softmax(scores, dim=-2) @ v, "softmax over dim=-2 normalises over queries; each query's "
-                                                  "weights over the keys (dim=-1) must sum to 1"),
-            (torch.softmax(scores * math.sqrt(q.shape[-1]), dim=-1) @ v, "the scores are missing the 1/sqrt(d) "
-                                                                          "scale"),
-            (torch.softmax(scores, dim=-1), "those are the weights A'; multiply them by V to mix the values"),
-            (torch.softmax(scores * math.sqrt(q.shape[-1]) / q.shape[-1], dim=-1) @ v,
-             "divide the scores by sqrt(d), not by d"),
-            (scores @ v, "apply softmax to the scores before mixing the values"),
-        ],
-        shape_hint="one output vector per query: (number of queries, value size)",
-        success="softmax(Q K^T / sqrt(d)) V agrees with the library",
-    )
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    return torch.softmax(q @ k.transpose(-2, -1) * scale, dim=-1) @ v  # (..., i, dv)
 
 
-def predicted_variance(answer: object, d: int) -> None:
-    """Exercise 4: the variance of q . k when q and k have d independent entries of mean 0, variance 1."""
+@guard_errors
+def fixed_attention(fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
+    """Exercise 3: ``fn(Q, K, V)`` = softmax(Q K^T / sqrt(d)) V for ``(..., i, d)`` inputs with any leading
+    batch and head axes, tried on several shapes."""
+    gen = torch.Generator().manual_seed(2)  # a private generator: the lesson's random numbers stay as they were
+    cases = [((), 5, 6, 4, 3), ((), 3, 7, 8, 8), ((2, 3), 4, 6, 8, 5)]  # (leading axes, i, j, d, dv)
+    for lead, i, j, d, dv in cases:
+        q = torch.randn(*lead, i, d, generator=gen, dtype=torch.float64)
+        k = torch.randn(*lead, j, d, generator=gen, dtype=torch.float64)
+        v = torch.randn(*lead, j, dv, generator=gen, dtype=torch.float64)
+        warn_always = torch.is_warn_always_enabled()
+        torch.set_warn_always(True)  # PyTorch warns about a transpose of a batch once per process otherwise
+        result, failure = None, None
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                result = fn(q.clone(), k.clone(), v.clone())
+        except AssertionError:
+            raise
+        except Exception as error:  # named below, after the slip that usually causes it on a batch
+            failure = error
+        finally:
+            torch.set_warn_always(warn_always)
+        if any("x.T" in str(w.message) for w in caught):
+            hint("on a batch of shape (b, h, j, d) a plain transpose reverses every axis; swap only the last two "
+                 "axes (keys and features)")
+        if failure is not None and lead:
+            hint(f"your function works on single (i, d) matrices but raised {type(failure).__name__} on a batch "
+                 f"Q of shape {tuple(q.shape)}; every step must act on the last two axes only (a plain "
+                 f"transpose, for one, reverses every axis)")
+        if failure is not None:
+            call_learner(fn, q.clone(), k.clone(), v.clone(), what="your attention")  # names the error
+        got = as_tensor(result, "your attention's result")
+        expected = _attention(q, k, v, 1 / math.sqrt(d))
+        if close(got, expected):
+            continue
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d)
+        if close(got, torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[0]), dim=-2) @ v):
+            hint("this still computes what the classmate's function computes; it has more than one bug: for each "
+                 "line ask which axis it works on and which axis it should work on")
+        if close(got, torch.softmax(scores, dim=-1)):
+            hint("those are the weights; multiply them by V to mix the values")
+        if got.shape != expected.shape:
+            hint(f"for Q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)} the output has one row per "
+                 f"query: shape {tuple(expected.shape)}, yours is {tuple(got.shape)}")
+        if close(got, torch.softmax(scores, dim=-2) @ v):
+            hint("the softmax still runs over the queries; each query's weights over the keys must sum to 1")
+        for n in {q.shape[-2], q.shape[0]} - {d}:
+            if close(got, _attention(q, k, v, 1 / math.sqrt(n))):
+                hint("the scale is 1/sqrt(d), with d the size of one query vector (the last axis), not a count "
+                     "of tokens or of anything else")
+        if close(got, _attention(q, k, v, 1.0)):
+            hint("the scores are missing the 1/sqrt(d) scale")
+        if close(got, _attention(q, k, v, 1 / d)):
+            hint("divide the scores by sqrt(d), not by d")
+        hint(f"for Q of shape {tuple(q.shape)} your output differs from softmax(Q K^T / sqrt(d)) V; check each "
+             f"step against the matrix form above")
+    correct("softmax(Q K^T / sqrt(d)) V for any batch and head axes: the classmate's bugs are fixed")
+
+
+@guard_errors
+def predicted_variance(answer: object, d: int, variance: float = 1.0) -> None:
+    """Exercise 4: Var(q . k) when q and k have d independent entries of mean 0 and variance ``variance``."""
+    if isinstance(answer, (str, bytes)):
+        hint("give a number (or an expression in d, such as d * 2), not text")
     try:
         value = float(answer)
     except (TypeError, ValueError):
         hint("give a number (or an expression in d, such as d * 2)")
-    if math.isclose(value, d, rel_tol=1e-6):
-        correct(f"Var(q . k) = d = {d}: a sum of d products, each of variance 1")
+    s2 = float(variance)
+    expected = d * s2 * s2
+
+    def near(x: float) -> bool:
+        return math.isclose(value, x, rel_tol=1e-6)
+
+    if near(expected):
+        correct(f"Var(q . k) = d * {s2:g} * {s2:g} = {expected:g}: a sum of d products, each of variance "
+                f"{s2:g} * {s2:g}; scaling by 1/sqrt(d) alone would leave a variance of {expected / d:g}")
         return
-    if math.isclose(value, math.sqrt(d), rel_tol=1e-6):
-        hint("sqrt(d) is the standard deviation; the question asks for the variance")
-    if math.isclose(value, 1.0):
-        hint("1 is the variance after dividing by sqrt(d); before scaling, add up the variances of the d "
-             "products")
-    hint("q . k is a sum of d independent products q_t k_t; each product has variance 1, and variances add")
+    if near(math.sqrt(expected)):
+        hint("that is the standard deviation; the question asks for the variance")
+    if s2 != 1 and near(d * s2):
+        hint("each product q_t k_t multiplies two independent numbers of variance s^2 each: the variance of the "
+             "product is s^2 times s^2, not s^2")
+    if s2 != 1 and near(d):
+        hint("that is the variance when every entry has variance 1; here the entries are larger")
+    if near(s2 * s2) or near(1.0):
+        hint("that is the variance of one product; q . k adds up d of them, and variances of independent terms "
+             "add")
+    hint("q . k is a sum of d independent products q_t k_t; find the variance of one product, then add them up")

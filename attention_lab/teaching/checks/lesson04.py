@@ -1,14 +1,14 @@
-"""Checks for lesson 04 (masks): causal masks by hand, converting PyTorch's key_padding_mask, padding masks
-from lengths, and combining masks."""
+"""Checks for lesson 04 (masks): a causal mask aligned at the lower right, converting PyTorch's
+key_padding_mask, padding masks from lengths, and one mask for a padded decoder batch."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
 from ...core.masks import as_key_mask, causal_mask, padding_mask
-from ._core import as_tensor, correct, hint
+from ._core import as_tensor, call_learner, correct, guard_errors, hint
 
 
 def _as_bool(answer: object, what: str) -> torch.Tensor:
@@ -22,46 +22,68 @@ def _as_bool(answer: object, what: str) -> torch.Tensor:
     return got
 
 
-def causal_by_hand(answer: object, n: int) -> None:
-    """Exercise 1: an ``(n, n)`` causal mask built with ``triu`` (True = may attend)."""
-    got = _as_bool(answer, "your mask")
-    expected = causal_mask(n)
-    if got.shape != expected.shape:
-        hint(f"one row per query and one column per key: shape ({n}, {n})")
-    if torch.equal(got, expected):
-        correct("query i sees keys 0..i: the complement of the strictly upper triangle")
-        return
-    if torch.equal(got, ~expected):
-        hint("the polarity is flipped: True must mean 'may attend', so the future (above the diagonal) is False")
-    if torch.equal(got, expected & ~torch.eye(n, dtype=torch.bool)):
-        hint("each query may also attend to itself: keep the diagonal (triu with diagonal=1 marks only the "
-             "strict future)")
-    if torch.equal(got, expected.T):
-        hint("that lets each query see the future and not the past: row i is query i, column j is key j")
-    hint("row i is query i: it may see keys 0..i (the past and itself), never a key after it; triu picks out "
-         "the part of a matrix above a diagonal you choose")
+def _lower_right(n_queries: int, n_keys: int, shift: int = 0) -> torch.Tensor:
+    """Query r (token ``n_keys - n_queries + r`` of the sequence) sees keys up to its own position + ``shift``."""
+    offset = n_keys - n_queries
+    rows = torch.arange(n_queries)[:, None]  # (i, 1)
+    return torch.arange(n_keys)[None, :] <= rows + offset + shift  # (i, j)
 
 
+@guard_errors
+def lower_right_causal(fn: Callable[[int, int], torch.Tensor]) -> None:
+    """Exercise 1: ``fn(n_queries, n_keys)`` is the causal mask of ``n_queries`` new tokens after
+    ``n_keys - n_queries`` cached ones (aligned at the lower right; True = may attend), for several sizes."""
+    for n_queries, n_keys in ((3, 8), (4, 4), (1, 6), (2, 3)):
+        got = _as_bool(call_learner(fn, n_queries, n_keys, what="your mask function"), "your mask")
+        expected = _lower_right(n_queries, n_keys)
+        if got.shape == (n_keys, n_queries) and n_keys != n_queries:
+            hint("rows are queries and columns keys: the mask has one row per new token and one column per key")
+        if got.shape != expected.shape:
+            hint(f"for {n_queries} new tokens and {n_keys} keys the mask has shape ({n_queries}, {n_keys}), one "
+                 f"row per query; yours has {tuple(got.shape)}")
+        if torch.equal(got, expected):
+            continue
+        if torch.equal(got, ~expected):
+            hint("the polarity is flipped: True must mean 'may attend', so the keys after a query are False")
+        if n_queries != n_keys and torch.equal(got, causal_mask(n_queries, n_keys)):
+            hint("that is the upper-left alignment (is_causal in SDPA): the first new token then sees only key 0, "
+                 "but it comes after the cached tokens and may see all of them")
+        if torch.equal(got, _lower_right(n_queries, n_keys, shift=-1)):
+            hint("each new token may also attend to itself: its own key is the last one it may see")
+        if torch.equal(got, _lower_right(n_queries, n_keys, shift=1)):
+            hint("off by one: each new token sees one key too many, the key just after its own position")
+        hint(f"new token r (counting from 0) is token {n_keys - n_queries} + r of the whole sequence; it may see "
+             f"every key up to and including its own position, none after it")
+    correct("the newest token sees every key, and each earlier new token one key fewer: causal, aligned at the "
+            "lower right")
+
+
+@guard_errors
 def key_mask_from_torch(answer: object, key_padding_mask: torch.Tensor) -> None:
     """Exercise 2: ``nn.MultiheadAttention``'s ``key_padding_mask`` (True = ignore) as our ``(b, 1, 1, j)`` key
     mask, by hand."""
     got = _as_bool(answer, "your key mask")
-    keep = ~key_padding_mask
+    kpm = as_tensor(key_padding_mask, "key_padding_mask").bool()
+    keep = ~kpm  # (b, j)
     expected = keep[:, None, None, :]  # (b, 1, 1, j)
-    b, j = key_padding_mask.shape
     if torch.equal(got, expected):
         correct("inverted (True = may attend) and shaped (b, 1, 1, j) to broadcast over heads and queries")
         return
-    if got.shape == expected.shape and torch.equal(got, ~expected):
-        hint("nn.MultiheadAttention marks the keys to ignore with True; ours marks the keys to keep: invert it")
-    if got.shape == (b, j):
-        hint("the values are right; add a head axis and a query axis so it broadcasts to (b, h, i, j): "
-             "(b, 1, 1, j)")
+    same_entries = got.numel() == kpm.numel()
+    if same_entries and torch.equal(got.reshape(kpm.shape), kpm):
+        hint("nn.MultiheadAttention marks the keys to ignore with True; ours marks the keys that may be attended "
+             "to: the polarity must be turned around")
+    b, j = kpm.shape
+    if got.shape == (b, j) and torch.equal(got, keep):
+        hint("the polarity is right; now the mask needs axes of size 1 for the heads and the queries so that it "
+             "broadcasts to (b, h, i, j)")
     if got.shape == (b, 1, j, 1):
-        hint("padding removes keys, the last axis (j); the query axis should be 1: (b, 1, 1, j)")
-    hint(f"invert the mask, then index it with [:, None, None, :] to get shape ({b}, 1, 1, {j})")
+        hint("padding removes keys, the last axis (j); the query axis should have size 1")
+    hint("True must mean 'may attend', and the mask needs size-1 axes for the heads and the queries so that it "
+         "broadcasts to (b, h, i, j)")
 
 
+@guard_errors
 def padding_from_lengths(answer: object, lengths: Sequence[int], max_len: int) -> None:
     """Exercise 3: the ``(b, max_len)`` padding mask of sequences with ``lengths`` real tokens, by hand."""
     got = _as_bool(answer, "your padding mask")
@@ -80,16 +102,18 @@ def padding_from_lengths(answer: object, lengths: Sequence[int], max_len: int) -
          "against the lengths gives every row at once")
 
 
-def causal_and_padding(answer: object, lengths: Sequence[int], n: int) -> None:
-    """Exercise 4: one mask for a padded decoder batch: causal AND real keys, broadcastable to
-    ``(b, h, i, j)``."""
-    got = _as_bool(answer, "your mask")
-    causal = causal_mask(n)
-    keys = as_key_mask(padding_mask(list(lengths), n))  # (b, 1, 1, j)
+def _left_padding(lengths: Sequence[int], n: int) -> torch.Tensor:
+    return torch.arange(n)[None, :] >= n - torch.tensor(list(lengths))[:, None]  # (b, j): real tokens at the end
+
+
+def _decoder_mask(got: torch.Tensor, causal: torch.Tensor, keys: torch.Tensor, *, wrong_side: torch.Tensor | None
+                  ) -> None:
+    """Shared by both decoder-mask checks: ``keys`` is the (b, 1, 1, j) key mask, ``wrong_side`` the key mask
+    with the padding on the other side."""
     expected = causal & keys  # (b, 1, i, j)
     if got.dim() == 3:
         hint("a 3-D mask (b, i, j) would line up its batch axis with the heads axis of (b, h, i, j): add a "
-             "head axis, (b, 1, i, j)")
+             "head axis of size 1 after the batch axis")
     try:
         shape = torch.broadcast_shapes(got.shape, expected.shape)  # a head axis of any size is fine
     except RuntimeError:
@@ -100,20 +124,46 @@ def causal_and_padding(answer: object, lengths: Sequence[int], n: int) -> None:
     got = got.expand(shape)
     causal, keys, expected = (m.expand(shape) for m in (causal, keys, expected))
     if torch.equal(got, expected):
-        correct("a key is allowed only if it is in the past AND it is a real token: the two masks combined "
-                "with &")
         return
-    if torch.equal(got, causal | keys):
-        hint("with | a key passes if either mask allows it; it must pass both: combine with &")
-    if torch.equal(got, keys):
-        hint("that is the padding part only: the decoder must not see the future either")
-    if torch.equal(got, causal):
-        hint("that is the causal part only: padded keys must be blocked too")
-    if torch.equal(got, causal & ~keys):
-        hint("the padding part is inverted: a key that is a real token must be True (may attend)")
-    queries = keys.transpose(-2, -1)  # (b, 1, i, 1): real query positions
-    if torch.equal(got, expected & queries):
-        hint("padding removes keys, not queries: a padded query's row keeps its past real keys (its output is "
-             "simply ignored later), so block only the keys (the last axis)")
-    hint("a key is allowed when both rules allow it: it is not in the query's future, and it is a real token "
-         "of that sequence")
+    mistakes = [
+        (~expected, "the polarity of the whole mask is flipped: True must mean 'may attend'"),
+        (~causal & keys, "the causal part is flipped: it lets each query see only the future; a query may see "
+                         "itself and the keys before it"),
+        (causal.transpose(-2, -1) & keys, "the causal part is flipped: it lets each query see the future and not "
+                                          "the past"),
+        (causal | keys, "with | a key passes if either mask allows it; it must pass both"),
+        (keys, "that is the padding part only: the decoder must not see the future either"),
+        (causal, "that is the causal part only: padded keys must be blocked too"),
+        (causal & ~keys, "the padding part is inverted: a key that is a real token must be True (may attend)"),
+        (expected & keys.transpose(-2, -1), "padding removes keys, not queries: a padded query's row keeps its "
+                                            "allowed real keys (its output is simply ignored later), so block "
+                                            "only along the key axis"),
+    ]
+    if wrong_side is not None:
+        mistakes.append((causal & wrong_side.expand(shape), "the padding is on the other side here: look at which "
+                                                            "positions of each sequence hold its real tokens"))
+    for wrong, message in mistakes:
+        if torch.equal(got, wrong):
+            hint(message)
+    hint("a key is allowed when both rules allow it: it is not in the query's future, and it is a real token of "
+         "that sequence")
+
+
+@guard_errors
+def causal_and_padding(answer: object, lengths: Sequence[int], n: int) -> None:
+    """One mask for a right-padded decoder batch: causal AND real keys, broadcastable to ``(b, h, i, j)``."""
+    got = _as_bool(answer, "your mask")
+    keys = as_key_mask(padding_mask(list(lengths), n))  # (b, 1, 1, j)
+    _decoder_mask(got, causal_mask(n), keys, wrong_side=as_key_mask(_left_padding(lengths, n)))
+    correct("a key is allowed only if it is in the past AND it is a real token: both masks at once")
+
+
+@guard_errors
+def left_padded_decoder(answer: object, lengths: Sequence[int], n: int) -> None:
+    """Exercise 4: one mask for a LEFT-padded decoder batch (real tokens at the end of each row): causal AND
+    real keys, broadcastable to ``(b, h, i, j)``."""
+    got = _as_bool(answer, "your mask")
+    keys = as_key_mask(_left_padding(lengths, n))  # (b, 1, 1, j)
+    _decoder_mask(got, causal_mask(n), keys, wrong_side=as_key_mask(padding_mask(list(lengths), n)))
+    correct("causal AND real keys, with the padding in front: the padded queries at the start have no key at "
+            "all, and the library gives them zeros")

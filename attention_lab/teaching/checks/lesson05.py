@@ -1,16 +1,17 @@
-"""Checks for lesson 05 (multi-head attention)."""
+"""Checks for lesson 05 (multi-head attention). Heads are counted from 0: head m owns features m*d ... m*d + d - 1."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
 from einops import rearrange
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
-from ...core.masks import causal_mask
 from ...core.multihead import MultiHeadAttention
-from ._core import as_tensor, close, correct, hint
+from ._core import as_tensor, call_learner, check_tensor_answer, close, correct, guard_errors, hint, whole_number
 
 
 def _numbered(*shape: int) -> torch.Tensor:
@@ -23,16 +24,20 @@ def _call(fn: object, what: str, *args: object) -> torch.Tensor:
         hint(f"pass your function itself, e.g. {what}(my_function), not the result of calling it")
     try:
         result = fn(*args)
-    except NotImplementedError:
-        hint("your function still raises NotImplementedError: replace the stub with your code")
-    except Exception as error:  # the learner's own bug: say which input broke it, keep their traceback
-        shapes = ", ".join(str(tuple(a.shape)) if isinstance(a, torch.Tensor) else repr(a) for a in args)
-        raise AssertionError(f"Not yet. Hint: your function raised {type(error).__name__} when called with "
-                             f"({shapes}); does it use its arguments' shapes rather than fixed numbers?"
-                             ) from error
+    except AssertionError:
+        raise
+    except RuntimeError as error:
+        if "view size is not compatible" in str(error):
+            hint("a view only re-reads the numbers in their memory order, and after moving an axis they are no "
+                 "longer in that order; use the reshaping that copies when it has to, or make the tensor "
+                 "contiguous first")
+        return as_tensor(call_learner(fn, *args, what=f"your {what}"), "your function's result")
+    except Exception:  # any other error (a stub, a fixed size that fits one shape only): named by call_learner
+        return as_tensor(call_learner(fn, *args, what=f"your {what}"), "your function's result")
     return as_tensor(result, "your function's result")
 
 
+@guard_errors
 def split_heads(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
     """Exercise 1: ``fn(x, num_heads)`` turns ``(b, n, e)`` into ``(b, h, n, d)``, head m = features m*d..m*d+d-1."""
     for b, n, e, h in ((2, 5, 12, 3), (1, 4, 8, 4), (3, 3, 6, 3)):  # the last one has b == n == h
@@ -58,6 +63,7 @@ def split_heads(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
     correct("split_heads gives every head its own block of features, token by token, for several shapes")
 
 
+@guard_errors
 def merge_heads(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     """Exercise 2: ``fn(o)`` turns per-head outputs ``(b, h, n, d)`` back into ``(b, n, e)``, heads side by side."""
     for b, h, n, d in ((2, 3, 5, 4), (1, 4, 2, 3), (3, 3, 3, 3)):
@@ -68,7 +74,7 @@ def merge_heads(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
             continue
         if close(got, o.reshape(b, n, h * d), atol=0, rtol=0):
             hint("reshaping (b, h, n, d) straight to (b, n, e) glues rows of one head together as if they were "
-                 "tokens; move the head axis next to d first (transpose, or einops 'b h n d -> b n (h d)')")
+                 "tokens; bring the head axis next to d first")
         if close(got, rearrange(o, "b h n d -> b n (d h)"), atol=0, rtol=0):
             hint("the features of one head must stay together: merge as (h d), so head 0's d values come first")
         if got.shape != expected.shape:
@@ -78,54 +84,105 @@ def merge_heads(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     correct("merge_heads puts each token's head outputs side by side; it undoes split_heads")
 
 
-def parameter_count(answer: object, embed_dim: int, num_heads: int) -> None:
-    """Exercise 3: the number of parameters of ``MultiHeadAttention(embed_dim, num_heads)`` (with biases)."""
+def _counted_flops(n_queries: int, n_keys: int, embed_dim: int, num_heads: int) -> int:
+    """Matrix-product FLOPs of one cross-attention call of the library's module, as FlopCounterMode counts them."""
+    module = MultiHeadAttention(embed_dim, num_heads)
+    query, memory = torch.zeros(1, n_queries, embed_dim), torch.zeros(1, n_keys, embed_dim)
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        module(query, memory, need_weights=True)  # the written-out path: every product is counted
+    return counter.get_total_flops()
+
+
+@guard_errors
+def cross_attention_flops(answer: object, n_queries: int, n_keys: int, embed_dim: int, num_heads: int) -> None:
+    """Exercise 3: the matrix-product FLOPs of ``MultiHeadAttention(embed_dim, num_heads)`` when ``n_queries``
+    tokens attend to a memory of ``n_keys`` tokens (batch 1)."""
     if isinstance(answer, (str, bytes)):
-        hint(f"give a number, not a string: {answer!r} is text; drop the quotes (an expression in e, such as "
-             "3 * e * e, works too)")
-    try:
-        value = int(answer)
-    except (TypeError, ValueError, OverflowError):
-        hint("give a whole number (you may write it as an expression in e, such as 3 * e * e)")
-    if value != answer:
-        hint("a parameter count is a whole number")
-    e = embed_dim
-    expected = sum(p.numel() for p in MultiHeadAttention(e, num_heads).parameters())
+        hint(f"give a number, not text: {answer!r} is a string; drop the quotes (an expression such as "
+             f"2 * 10 * 64 works too)")
+    value = whole_number(answer, "a FLOP count")
+    i, j, e = n_queries, n_keys, embed_dim
+    expected = _counted_flops(i, j, e, num_heads)
     if value == expected:
-        correct(f"{expected} parameters = 4 e^2 + 4 e with e = {e}, the same for any number of heads")
+        correct(f"{expected:,d} FLOPs: the query and output projections run on the {i} queries, the key and "
+                f"value projections on the {j} memory tokens, and the two attention products on i x j pairs")
         return
-    if value == 4 * e * e:
-        hint("that counts the four weight matrices; each projection also has a bias of e numbers")
-    if value in (3 * e * e + 3 * e, 3 * e * e):
-        hint("q, k and v are three projections, but the heads are then mixed by a fourth, the output "
-             "projection W^o")
-    if num_heads > 1 and value in (expected // num_heads, expected * num_heads, 4 * e * (e // num_heads)):
-        hint("splitting into heads does not change the matrices, only how their output columns are grouped; "
-             "the count does not depend on the number of heads")
-    hint("add up every weight matrix and bias: q, k, v and output projections, each e x e plus e")
+    projections_q_o, projections_k_v, attention = 4 * i * e * e, 4 * j * e * e, 4 * i * j * e
+    mistakes = [
+        (8 * i * e * e + 4 * i * i * e, "that is self-attention of the queries alone; here the keys and values "
+                                        "are the memory's tokens, and there are not as many of them"),
+        (8 * j * e * e + 4 * j * j * e, "that is self-attention of the memory alone; the query and output "
+                                        "projections run only on the query tokens"),
+        (8 * i * e * e + attention, "the key and value projections run on the memory's tokens, not on the "
+                                    "queries"),
+        (expected // 2, "a multiply-add counts as two FLOPs, as FlopCounterMode counts it"),
+        (expected - attention, "add the two attention products: the scores and the weighted sum of values"),
+        (expected - attention // 2, "there are two attention products: the scores and the weighted sum of "
+                                    "values"),
+        (expected - i * e * e, "include the output projection W^o, on every query token"),
+        (expected - 2 * i * e * e, "include the output projection W^o, on every query token"),
+        (projections_q_o + projections_k_v + attention // num_heads,
+         "the heads together cover all e features (h * d = e): the attention products cost the same as one "
+         "head of size e"),
+        (projections_q_o + projections_k_v + attention * num_heads,
+         "each head works on d = e / h features, so the heads together cost what one head of size e costs"),
+    ]
+    for wrong, message in mistakes:
+        if value == wrong:
+            hint(message)
+    hint("count each matrix product as 2 x (rows of the left) x (shared size) x (columns of the right): four "
+         "projections, each on the tokens it reads, and two attention products over every (query, key) pair")
 
 
-def causal_output(answer: object, torch_module: nn.MultiheadAttention, x: torch.Tensor) -> None:
-    """Exercise 4: our module loaded from ``torch_module``, applied to ``x`` with a causal mask."""
-    if isinstance(answer, tuple):
-        hint("the module returns (output, weights); keep only the output, e.g. out, _ = mha(x, mask=...)")
-    n = x.shape[1]
-    allowed = causal_mask(n, device=x.device)  # (i, j), True = may attend
-    ours = MultiHeadAttention.from_torch(torch_module).eval()
+@guard_errors
+def head_weights_from_torch(answer: object, torch_module: nn.MultiheadAttention, x: torch.Tensor, head: int
+                            ) -> None:
+    """Exercise 4: head ``head``'s attention weights of ``torch_module`` on ``x``, computed by hand from the
+    packed ``in_proj_weight`` and ``in_proj_bias``."""
+    e, h = torch_module.embed_dim, torch_module.num_heads
+    d = e // h
+    x = as_tensor(x, "x").double()
+    w = torch_module.in_proj_weight.detach().double()
+    c = torch_module.in_proj_bias.detach().double() if torch_module.in_proj_bias is not None else torch.zeros(3 * e)
     with torch.no_grad():
-        expected = torch_module(x, x, x, attn_mask=~allowed, need_weights=False)[0]
-        no_mask = ours(x)[0]
-        flipped = ours(x, mask=~allowed)[0]
-    got = as_tensor(answer, "your output")
-    if got.shape != expected.shape:
-        hint(f"the output has the input's shape (b, n, e) = {tuple(x.shape)}, yours has {tuple(got.shape)}")
-    if close(got, expected, atol=1e-5, rtol=1e-5):
-        correct("same weights, same causal mask, same output as nn.MultiheadAttention")
-        return
-    if close(got, no_mask, atol=1e-5, rtol=1e-5):
-        hint("without a mask every token also attends to the tokens after it; pass a causal mask")
-    if close(got, flipped, atol=1e-5, rtol=1e-5):
-        hint("the mask has PyTorch's polarity (True = blocked); this library's masks say True = may attend, "
-             "as attention_lab.causal_mask builds them")
-    hint("right shape, but not PyTorch's output: does your module hold torch_mha's weights (build it with "
-         "MultiHeadAttention.from_torch, not a fresh MultiHeadAttention), and is the mask causal?")
+        expected = torch_module(x.float(), x.float(), x.float(), need_weights=True,
+                                average_attn_weights=False)[1][:, head]  # (b, i, j)
+
+    def weights(m: int = head, *, bias: bool = True, scale: float = 1 / math.sqrt(d), order=(0, 1),
+                transpose: bool = True, dim: int = -1) -> torch.Tensor:
+        """Head m's weights, computed right or with one slip (what a mistake would give)."""
+        parts = []
+        for part in order:  # 0: W^q and c^q, 1: W^k and c^k
+            W = w[part * e:(part + 1) * e]  # (e, e), stored (out, in) like nn.Linear.weight
+            full = x @ (W.T if transpose else W) + (c[part * e:(part + 1) * e] if bias else 0)  # (b, n, e)
+            parts.append(full[..., m * d:(m + 1) * d])  # (b, n, d): head m's block of features
+        return torch.softmax(parts[0] @ parts[1].transpose(-2, -1) * scale, dim=dim)  # (b, i, j)
+
+    mistakes = [(weights(m), f"that is head {m}'s pattern; heads are counted from 0, and head {head} owns rows "
+                             f"{head} * d ... {head} * d + d - 1 of each projection") for m in (head - 1, head + 1)
+                if 0 <= m < h]
+    if bool(c.abs().max() > 0):
+        mistakes.append((weights(bias=False), "nn.MultiheadAttention adds biases c^q and c^k after the weights; they "
+                                              "are packed in in_proj_bias in the same order as the weights"))
+    mistakes += [
+        (weights(scale=1 / math.sqrt(e)), "scale by 1/sqrt(d) of one head, not by 1/sqrt(e) of the whole model"),
+        (weights(scale=1.0), "the scores are missing the 1/sqrt(d) scale"),
+        (weights(order=(1, 0)), "the packed matrix holds W^q, W^k and W^v in that order, e rows each: you swapped "
+                                "the queries and the keys"),
+        (weights(dim=-2), "softmax over the keys (the last axis): each query's weights must sum to 1"),
+        (weights(transpose=False), "nn.Linear-style weights are stored (out, in) like W^q itself; a token in a "
+                                   "row is multiplied by the transpose"),
+        (sum(weights(m) for m in range(h)) / h, "that is the average over all heads; take one head only"),
+    ]
+    check_tensor_answer(
+        answer,
+        expected,
+        what=f"your weights of head {head}",
+        mistakes=mistakes,
+        shape_hint="one weight per (query, key) pair for every sentence of the batch: (b, i, j)",
+        atol=1e-5,
+        rtol=1e-5,
+        unit_axes_ok=True,
+        success=f"head {head}'s weights equal nn.MultiheadAttention's: its own d rows of the packed W^q and W^k, "
+                f"their biases, and 1/sqrt(d)",
+    )
