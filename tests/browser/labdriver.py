@@ -152,6 +152,8 @@ class BrowserReport:
     started: float | None = None
     ready_s: float | None = None
     font_cache_s: float | None = None
+    lab_start_s: float | None = None  # JupyterLab server answering /api/status
+    chromium_start_s: float | None = None  # Chromium launched with an empty profile, playwright connected
     lessons: dict[str, dict[str, float]] = field(default_factory=dict)  # lesson -> phase -> seconds
     finished: float | None = None
 

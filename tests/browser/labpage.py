@@ -27,12 +27,17 @@ class CellExpectation:
     images: int  # image outputs stored in the committed notebook (rendered as <img>)
     widgets: int  # ipywidgets outputs stored in the committed notebook
     has_code: bool
+    hidden_on_open: bool = False  # under a heading the notebook stores collapsed (a deep dive)
 
 
 @dataclass
 class LessonExpectation:
     path: Path
     cells: list[CellExpectation]
+
+    @property
+    def hidden_on_open(self) -> int:
+        return sum(c.hidden_on_open for c in self.cells)
 
     @property
     def images(self) -> int:
@@ -43,9 +48,38 @@ class LessonExpectation:
         return sum(c.widgets for c in self.cells)
 
 
+_HEADING = re.compile(r"^(#{1,6})\s")
+
+
+def heading_level(cell: dict) -> int | None:
+    """The level of a markdown cell's first line when it is a heading (``## x`` -> 2), else None."""
+    if cell["cell_type"] != "markdown":
+        return None
+    source = "".join(cell.get("source", []))
+    match = _HEADING.match(source.lstrip("\n"))
+    return len(match.group(1)) if match else None
+
+
+def hidden_on_open(cells: list[dict]) -> list[bool]:
+    """Which cells JupyterLab hides when it opens the notebook: those after a heading whose metadata has
+    ``jp-MarkdownHeadingCollapsed: true``, up to the next heading of the same or a higher level."""
+    hidden, collapsed_level = [], None
+    for cell in cells:
+        level = heading_level(cell)
+        if collapsed_level is not None and level is not None and level <= collapsed_level:
+            collapsed_level = None
+        hidden.append(collapsed_level is not None)
+        if collapsed_level is None and level is not None and cell.get("metadata", {}).get(
+            "jp-MarkdownHeadingCollapsed"
+        ):
+            collapsed_level = level
+    return hidden
+
+
 def expected_from_notebook(path: Path) -> LessonExpectation:
     """Figures, widgets and tags per cell, from the stored outputs of the committed (executed) notebook."""
     notebook = json.loads(path.read_text())
+    hidden = hidden_on_open(notebook["cells"])
     cells = []
     for index, cell in enumerate(notebook["cells"]):
         outputs = cell.get("outputs", [])
@@ -59,6 +93,7 @@ def expected_from_notebook(path: Path) -> LessonExpectation:
                 images=sum(any(m in d for m in IMAGE_MIMES) and WIDGET_MIME not in d for d in data),
                 widgets=sum(WIDGET_MIME in d for d in data),
                 has_code=cell["cell_type"] == "code" and bool(source.strip()),
+                hidden_on_open=hidden[index],
             )
         )
     return LessonExpectation(path=path, cells=cells)
@@ -209,6 +244,44 @@ def open_from_file_browser(page, name: str, n_cells: int, timeout: float, why: s
         )
 
     wait_until(f"{name} to open with an idle kernel and {n_cells} cells", state, ready, timeout, stable=2, why=why)
+
+
+# Cells hidden under a collapsed heading, and the "N cells hidden" buttons JupyterLab shows below such a heading.
+HIDDEN_JS = """
+(panelSelector) => {
+  const panel = document.querySelector(panelSelector);
+  if (!panel) return null;
+  return {
+    hidden: panel.querySelectorAll('.jp-Notebook .jp-Cell.lm-mod-hidden').length,
+    buttons: [...panel.querySelectorAll('.jp-Notebook .jp-showHiddenCellsButton')].map((b) => b.textContent.trim()),
+  };
+}
+"""
+
+
+def hidden_cells(page) -> dict:
+    """``{"hidden": cells hidden now, "buttons": labels of the "N cells hidden" buttons}`` of the open lesson."""
+    return page.evaluate(HIDDEN_JS, PANEL) or {"hidden": 0, "buttons": []}
+
+
+def expand_deep_dives(page, timeout: float, why: str = "") -> int:
+    """Open every collapsed section as a learner does, by clicking its "N cells hidden" button (a section nested
+    in a collapsed one shows its button once the outer one is open); return how many buttons were clicked.
+    Cells under a collapsed heading still run with Run All, but their outputs are not drawn, so the figures and
+    widgets of a deep dive can only be checked once it is open."""
+    end = time.monotonic() + timeout
+    clicked = 0
+    button = page.locator(f"{PANEL} .jp-Notebook .jp-showHiddenCellsButton")
+    while button.count():
+        left = end - time.monotonic()
+        if left <= 0:
+            break
+        button.first.click(timeout=left * 1000)
+        clicked += 1
+    wait_until("every collapsed section to open (no hidden cell, no \"cells hidden\" button)",
+               lambda: hidden_cells(page), lambda s: s["hidden"] == 0 and not s["buttons"],
+               max(1.0, end - time.monotonic()), why=why)
+    return clicked
 
 
 def run_all_from_menu(page, timeout: float, why: str = "") -> dict:

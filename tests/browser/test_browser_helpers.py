@@ -95,3 +95,42 @@ def test_figures_on_screen_but_not_yet_decoded_count_as_undrawn():
         {"index": 9, "images": [[False, False]], "widgets": []},  # off screen: not waited for
     ]}
     assert lp._undrawn(snapshot) == ["cell 4: 1 figure(s), 0 widget(s)", "cell 7: 0 figure(s), 1 widget(s)"]
+
+
+def _cells(*specs):
+    """Markdown cells from (source, collapsed) pairs and code cells from plain strings, as nbformat dicts."""
+    cells = []
+    for spec in specs:
+        if isinstance(spec, tuple):
+            source, collapsed = spec
+            metadata = {"jp-MarkdownHeadingCollapsed": True} if collapsed else {}
+            cells.append(nbformat.v4.new_markdown_cell(source, metadata=metadata))
+        else:
+            cells.append(nbformat.v4.new_code_cell(spec))
+    return cells
+
+
+def test_hidden_on_open_follows_the_collapsed_headings():
+    cells = _cells(
+        ("# Lesson", False),
+        "x = 1",
+        ("## Deep dive: one", True),  # hides up to the next heading of level <= 2
+        "a",
+        ("### inside", True),  # a collapsed heading inside a collapsed one: hidden itself, hides nothing more
+        "b",
+        ("text, not a heading", False),
+        ("## Exercises", False),  # ends the deep dive
+        "c",
+        ("### Deep dive: two", True),
+        "d",
+        ("# Next part", False),  # a higher level also ends it
+        "e",
+    )
+    assert lp.hidden_on_open(cells) == [
+        False, False, False, True, True, True, True, False, False, False, True, False, False,
+    ]
+
+
+def test_a_heading_collapsed_at_the_end_hides_the_rest_and_a_plain_lesson_hides_nothing():
+    assert lp.hidden_on_open(_cells(("## Deep dive", True), "a", ("more", False))) == [False, True, True]
+    assert lp.hidden_on_open(_cells(("# A", False), "a", ("## B", False))) == [False, False, False]

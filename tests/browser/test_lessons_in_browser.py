@@ -22,7 +22,7 @@ LESSONS = sorted(ld.NOTEBOOKS.glob("*.ipynb"))
 # Budgets in seconds. A lesson opens in a few seconds and runs in < 30 s of cell time on 2 cores; the budgets leave
 # room for a machine that also runs the unit tests and nbval (`make test` runs them beside this session) and, for
 # the first lesson, for what only the first one waits for (COLD_START).
-OPEN_S, RUN_S, SCROLL_S, DRAW_WAIT_S = 60, 240, 90, 10
+OPEN_S, RUN_S, SCROLL_S, DRAW_WAIT_S, EXPAND_S = 60, 240, 90, 10, 30
 FIRST_OPEN_S, FIRST_RUN_S, FIRST_DRAW_WAIT_S = 180, 360, 30
 COLD_START = (
     "the first lesson of the session, which also waits for the first kernel start (Python, torch and matplotlib "
@@ -85,6 +85,10 @@ def test_lesson_runs_in_browser(lesson, lab_page, screenshot_dir, session_deadli
     try:
         lp.open_from_file_browser(page, lesson.name, len(expected.cells), cap(FIRST_OPEN_S if first else OPEN_S), why)
         phase("open")
+        # deep dives are collapsed when a learner opens the lesson; the test opens them to see their outputs
+        hidden_at_open = lp.hidden_cells(page)["hidden"]
+        lp.expand_deep_dives(page, cap(EXPAND_S), why="opening the collapsed sections")
+        phase("expand")
         lp.run_all_from_menu(page, cap(FIRST_RUN_S if first else RUN_S), why)
         phase("run all")
         lab.remember_children()  # the kernel, so teardown can be sure it is gone
@@ -122,6 +126,9 @@ def test_lesson_runs_in_browser(lesson, lab_page, screenshot_dir, session_deadli
     if scrolled.undrawn:
         wait = FIRST_DRAW_WAIT_S if first else DRAW_WAIT_S
         notes.append(f"still not drawn after {wait} s on screen ({why}): " + "; ".join(scrolled.undrawn))
+    if hidden_at_open != expected.hidden_on_open:
+        problems.insert(0, f"{hidden_at_open} cell(s) hidden when the lesson opened, the committed lesson has "
+                           f"{expected.hidden_on_open} under headings marked collapsed (jp-MarkdownHeadingCollapsed)")
     assert not problems, (
         f"{lesson.name} in the browser ({expected.images} figure(s), {expected.widgets} widget(s) expected):\n  "
         + "\n  ".join(problems + notes)
