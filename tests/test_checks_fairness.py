@@ -114,7 +114,9 @@ def test_lesson04_fallbacks_do_not_spell_out_the_solution():
     wrong = torch.tensor([[True, False, True, False, False]] * 3)
     padding_hint = hint_of(lesson04.padding_from_lengths, wrong, [4, 2, 0], 5)
     assert "arange" not in padding_hint and "[:, None]" not in padding_hint
-    assert "p < lengths[b]" in padding_hint
+    assert "p < lengths[b]" not in padding_hint and "length" in padding_hint
+    off_by_one = torch.arange(5)[None, :] <= torch.tensor([4, 2, 0])[:, None]
+    assert "p < L" not in hint_of(lesson04.padding_from_lengths, off_by_one, [4, 2, 0], 5)
 
 
 # --- every check of lessons 00-02, 04, 05 turns an error into a hint ------------------------------------

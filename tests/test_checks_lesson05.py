@@ -36,7 +36,7 @@ def test_split_heads_accepts(capsys, split):
     (lambda x, h: x, r"the result should be \(b, h, n, d\)"),
     (lambda x, h: rearrange(x, "b n (h d) -> b h n d", h=h).flip(2), r"shape is right but the values"),
     (lambda x, h: rearrange(x, "b n (h d) -> b h n d", h=3), r"raised EinopsError .* inputs of shape "
-                                                             r"\[\(1, 4, 8\)\]"),  # hard-coded h
+                                                             r"\[\(1, 4, 8\)\] and the argument 4"),  # hard-coded h
     (torch.zeros(2, 3, 5, 4), r"pass your function itself"),
 ])
 def test_split_heads_rejects(split, message):
@@ -175,3 +175,15 @@ def test_head_weights_from_torch_rejects(setup):
     ]
     for answer, message in cases:
         rejects(check.head_weights_from_torch, answer, torch_mha, x, head=2, hint=message)
+
+
+# ---- slips found by trying answers a learner would write ----
+
+def test_functions_without_return_get_the_return_hint():
+    rejects(check.split_heads, lambda x, h: None, hint="split_heads returned None")
+    rejects(check.merge_heads, lambda o: None, hint="merge_heads returned None")
+
+
+def test_cross_attention_flops_every_projection_on_both_sequences_gets_its_own_hint():
+    rejects(check.cross_attention_flops, 8 * NQ * E * E + 8 * NK * E * E + 4 * NQ * NK * E, n_queries=NQ,
+            n_keys=NK, embed_dim=E, num_heads=H, hint="each projection reads one sequence only")

@@ -40,7 +40,8 @@ def test_weights_shape_names_each_mistake():
     rejects(lesson00.weights_shape, (84,), n_queries=7, n_keys=12, hint="the weights form a matrix")
     rejects(lesson00.weights_shape, (7, 12.5), n_queries=7, n_keys=12, hint="whole number")
     rejects(lesson00.weights_shape, "7x12", n_queries=7, n_keys=12, hint="tuple of integers")
-    rejects(lesson00.weights_shape, 84, n_queries=7, n_keys=12, hint="tuple of integers")
+    rejects(lesson00.weights_shape, 84, n_queries=7, n_keys=12, hint="that is the number of weights")
+    rejects(lesson00.weights_shape, 12, n_queries=7, n_keys=12, hint="tuple of integers")
     rejects(lesson00.weights_shape, (3, 4), n_queries=7, n_keys=12, hint="each query token gets one row")
     rejects(lesson00.weights_shape, ..., n_queries=7, n_keys=12, hint="tuple of integers")
 
@@ -56,9 +57,10 @@ def test_attends_most_to_reads_a_column(capsys, weights):
 
 
 def test_the_row_hint_comes_only_when_the_row_gives_a_different_answer(weights):
-    # key 2: column 2 is brightest in row 1, and row 2 is brightest at column 2 itself ("chased" -> "chased")
+    # key 2: column 2 is brightest in row 1, and row 2 is brightest at column 2 itself ("chased" -> "chased"):
+    # the answer is the key itself, whichever way it was read, and is told so
     message = pytest.raises(AssertionError, lesson00.attends_most_to, "chased", weights, key=2, tokens=TOKENS)
-    assert "its row" in str(message.value)
+    assert "'chased' itself" in str(message.value)
     same = weights.clone()
     same[1] = torch.tensor([0.05, 0.70, 0.15, 0.05, 0.05])  # now row 1 and column 1 both point at "cat"
     same[4] = torch.tensor([0.05, 0.30, 0.05, 0.05, 0.55])
@@ -298,3 +300,99 @@ def test_predicted_variance(capsys):
     rejects(lesson02.predicted_variance, 100, d=64, variance=4, hint="find the variance of one product")
     rejects(lesson02.predicted_variance, "1024", d=64, variance=4, hint="not text")
     rejects(lesson02.predicted_variance, None, d=64, variance=4, hint="give a number")
+
+
+# ---- slips found by trying answers a learner would write ----
+
+def test_attends_most_to_names_a_weight_given_instead_of_a_token(weights):
+    rejects(lesson00.attends_most_to, weights[:, 1].max(), weights, key=1, tokens=TOKENS, hint="a weight from")
+    rejects(lesson00.attends_most_to, 0.45, weights, key=1, tokens=TOKENS, hint="a weight from the matrix")
+    rejects(lesson00.attends_most_to, 0.55, weights, key=1, tokens=TOKENS, hint="whole number")  # not a weight
+
+
+def test_attention_received_success_states_the_totals_of_this_matrix(capsys, weights):
+    lesson00.attention_received(weights.sum(0), weights)
+    out = capsys.readouterr().out
+    totals = weights.sum(0)
+    assert f"{float(totals.min()):.2f} to {float(totals.max()):.2f}" in out and "unevenly" in out
+    doubly_stochastic = torch.full((4, 4), 0.25)  # every key receives exactly 1: "unevenly" would be false
+    lesson00.attention_received(doubly_stochastic.sum(0), doubly_stochastic)
+    out = capsys.readouterr().out
+    assert out.startswith("Correct") and "unevenly" not in out
+
+
+def test_lesson01_softmaxed_scores_lost_axis_and_wrong_axis_norms_get_their_hints(qk):
+    q, k = qk
+    s = q @ k.T
+    rejects(lesson01.scores_for_query, torch.softmax(k @ q[2], -1), q, k, i=2, hint="raw scores alpha")
+    rejects(lesson01.weight_matrix, s.exp() / s.exp().sum(-1), q, k, hint="lost their axis")
+    x = torch.randn(4, 4, generator=torch.Generator().manual_seed(5))  # n == d_model: shapes cannot tell
+    unit = x / x.norm(dim=-1, keepdim=True)
+    columns = x / x.norm(dim=0, keepdim=True)
+    rejects(lesson01.cosine_similarity_matrix, columns @ columns.T, x, hint="normalised over the wrong axis")
+    rejects(lesson01.cosine_similarity_matrix, unit.T @ unit, x, hint="compares features with features")
+    rejects(lesson01.cosine_similarity_matrix, x @ x.T / x.norm(dim=-1) / x.norm(dim=-1), x,
+            hint="one length must divide the rows")
+
+
+@pytest.mark.parametrize("check", [lesson01.fixed_attend, lesson02.fixed_attention])
+def test_a_function_without_return_gets_the_return_hint(check):
+    rejects(check, lambda q, k, v: None, hint="returned None")
+
+
+def test_lesson02_slips_get_their_own_hints(qk2):
+    Q, K = qk2
+    d = Q.shape[-1]
+    rejects(lesson02.scaled_scores, Q @ K.T * math.sqrt(d), Q, K, d_model=6, hint="multiplied by sqrt")
+    rejects(lesson02.scaled_scores, torch.softmax(Q @ K.T / math.sqrt(d), -1), Q, K, d_model=6,
+            hint="before the softmax")
+    rejects(lesson02.stable_softmax, lambda x: None, hint="returned None")
+    shift_min = lambda x: (lambda e: e / e.sum(-1, keepdim=True))((x - x.amin(-1, keepdim=True)).exp())
+    rejects(lesson02.stable_softmax, shift_min, hint="scores near 1000 still overflows")
+    clamped = lambda x: (lambda e: e / e.sum(-1, keepdim=True))(x.clamp(max=80).exp())
+    with pytest.raises(AssertionError) as error:  # not the whole-tensor-maximum hint: it never subtracted one
+        lesson02.stable_softmax(clamped)
+    assert "maximum of the whole tensor" not in str(error.value) and "underflows to 0" in str(error.value)
+    rejects(lesson02.fixed_attention, lambda Q, K, V: _scaled(Q, K, V, 1 / 2), hint=r"1/sqrt\(4\).*fixed number")
+    rejects(lesson02.fixed_attention, lambda Q, K, V: _scaled(Q, K, V, 1 / math.sqrt(Q.shape[1])),
+            hint="not a count of tokens, heads")
+    rejects(lesson02.fixed_attention, lambda Q, K, V: _scaled(Q, K, V, 1 / math.sqrt(V.shape[-1])),
+            hint="not a count of tokens, heads or value features")
+
+
+# ---- found by the sweep of right and wrong answers through every check ----
+
+def test_stable_softmax_is_tried_on_one_row_and_on_a_batch_of_heads(capsys):
+    accepts(capsys, lesson02.stable_softmax, lambda x: (x - x.logsumexp(-1, keepdim=True)).exp())
+    unsqueezed = lambda x: (lambda e: e / e.sum(-1)[..., None])((x - x.amax(-1)[..., None]).exp())
+    accepts(capsys, lesson02.stable_softmax, unsqueezed)
+    needs_two_axes = lambda x: torch.softmax(x.transpose(-2, -1), dim=-2).transpose(-2, -1)  # right from 2-D up
+    rejects(lesson02.stable_softmax, needs_two_axes, hint=r"raised IndexError .* inputs of shape \[\(7,\)\]")
+
+
+def test_a_function_that_reads_a_notebook_tensor_is_told_about_the_float64_inputs():
+    k_of_the_notebook = torch.randn(4, 3)  # float32, like the lesson's k
+    uses_global = lambda q, k, v: torch.softmax(q @ k_of_the_notebook.T, -1) @ v
+    rejects(lesson01.fixed_attend, uses_global, hint="passes its own float64 tensors")
+
+
+def test_an_error_names_the_arguments_that_are_not_tensors():
+    from attention_lab.teaching.checks import lesson04
+
+    too_far = lambda i, j: torch.ones(i, j, dtype=torch.bool)[i]  # indexes one row past the end
+    rejects(lesson04.lower_right_causal, too_far, hint=r"raised IndexError .* with the arguments 3, 8;")
+
+
+def test_the_token_itself_gets_its_own_hint_not_one_that_holds_only_for_this_data():
+    # row 1's largest weight is on key 2, and column 1's largest is in row 1: the answer "b" (the query itself)
+    # used to get the column hint only because column 1 happens to peak at row 1
+    weights = torch.tensor([[0.6, 0.2, 0.2], [0.1, 0.3, 0.6], [0.5, 0.1, 0.4]])
+    rejects(lesson00.most_attended, "b", weights, query=1, tokens=list("abc"), hint="that is 'b' itself")
+    rejects(lesson00.attends_most_to, "c", weights, key=2, tokens=list("abc"), hint="that is 'c' itself")
+    rejects(lesson00.most_attended, "a", weights, query=1, tokens=list("abc"), hint="brightest cell")
+
+
+def test_an_empty_answer_is_named_in_a_sentence_that_fits_plural_names(weights):
+    with pytest.raises(AssertionError, match="^Not yet. Hint: still empty") as error:
+        lesson00.attention_received(None, weights)
+    assert "your totals is" not in str(error.value)

@@ -44,9 +44,18 @@ def call_learner(fn: object, *args: Any, what: str = "your function", **kwargs: 
     except NotImplementedError:
         hint(f"{what} still raises NotImplementedError: replace that line with your code")
     except Exception as error:  # any error in the learner's code becomes a hint
-        hint(f"{what} raised {_describe_error(error)} when the check called it with inputs of shape "
-             f"{[tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]}; run it on such an input yourself "
-             f"and read the error")
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        others = [repr(a) for a in args if not isinstance(a, torch.Tensor)]
+        others += [f"{name}={value!r}" for name, value in kwargs.items() if not isinstance(value, torch.Tensor)]
+        called_with = " and ".join(
+            ([f"inputs of shape {[tuple(a.shape) for a in tensors]}"] if tensors else [])
+            + ([f"the argument{'s' if len(others) > 1 else ''} {', '.join(others)}"] if others else [])
+        ) or "no arguments"
+        own_dtype = ("; the check passes its own float64 tensors: does your function use a tensor of the notebook "
+                     "instead of its arguments?"
+                     if "dtype" in str(error) and any(a.dtype == torch.float64 for a in tensors) else "")
+        hint(f"{what} raised {_describe_error(error)} when the check called it with {called_with}{own_dtype}; "
+             f"run it on such an input yourself and read the error")
 
 
 def guard_errors(check: F) -> F:
@@ -70,7 +79,7 @@ def guard_errors(check: F) -> F:
 def as_tensor(answer: object, what: str) -> torch.Tensor:
     """Accept a tensor, or anything ``torch.tensor`` understands (list, number, numpy array)."""
     if answer is None or answer is Ellipsis:
-        hint(f"{what} is still empty: replace the placeholder with your code")
+        hint(f"still empty: no answer in {what} yet; replace the placeholder with your code")
     if isinstance(answer, torch.Tensor):
         return answer.detach().to("cpu")
     try:

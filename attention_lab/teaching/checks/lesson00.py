@@ -16,6 +16,8 @@ def weights_shape(answer: object, n_queries: int | None = None, n_keys: int | No
     (``n_tokens``: both, the self-attention case)."""
     n_queries = n_tokens if n_queries is None else n_queries
     n_keys = n_queries if n_keys is None else n_keys
+    if isinstance(answer, (int, float)) and not isinstance(answer, bool) and answer == n_queries * n_keys:
+        hint("that is the number of weights; the shape says how they are laid out: rows and columns")
     if isinstance(answer, (str, bytes)) or not hasattr(answer, "__len__"):
         hint("write the shape as a tuple of integers, like (rows, columns)")
     shape = tuple(whole_number(x, "each entry of the shape") for x in answer)  # 7.5 must not pass as 7
@@ -32,12 +34,17 @@ def weights_shape(answer: object, n_queries: int | None = None, n_keys: int | No
     hint("each query token gets one row, and each row holds one weight for every key token")
 
 
-def _token_index(answer: object, tokens: Sequence[str]) -> set[int]:
+def _token_index(answer: object, tokens: Sequence[str], weights: torch.Tensor) -> set[int]:
     """The positions an answer names: a token (every position holding it) or an index (a whole number)."""
     if isinstance(answer, str):
         if answer not in tokens:
             hint(f"{answer!r} is not one of the tokens {list(tokens)}")
         return {i for i, t in enumerate(tokens) if t == answer}
+    if isinstance(answer, float) or (isinstance(answer, torch.Tensor) and answer.is_floating_point()
+                                     and answer.numel() == 1):
+        if bool(((weights - float(answer)).abs() < 5e-3).any()) and float(answer) != int(float(answer)):
+            hint("that is a weight from the matrix; the question asks which token, so answer with the token or "
+                 "its index")
     index = whole_number(answer, "your answer (a token or its index)")
     if not 0 <= index < len(tokens):
         hint(f"an index counts tokens from 0 to {len(tokens) - 1}, got {index}")
@@ -49,11 +56,13 @@ def most_attended(answer: object, weights: torch.Tensor, query: int, tokens: Seq
     """The key that query ``query`` gives its largest weight (a token string or its index): read along a row."""
     weights = as_tensor(weights, "the weights")
     best, by_column = int(weights[query].argmax()), int(weights[:, query].argmax())
-    named = _token_index(answer, tokens)
+    named = _token_index(answer, tokens, weights)
     if best in named:
         correct(f"row {query} ({tokens[query]!r}) puts its largest weight, {float(weights[query, best]):.2f}, "
                 f"on {tokens[best]!r}")
         return
+    if query in named:  # the token itself; the column's answer may be the same token, but that is a coincidence
+        hint(f"that is {tokens[query]!r} itself; along its row another key gets a larger weight")
     if by_column in named:  # only reached when the column's answer differs from the row's
         hint(f"row i lists what query i attends to; you read column {query}, which shows who attends to "
              f"{tokens[query]!r}")
@@ -66,11 +75,13 @@ def attends_most_to(answer: object, weights: torch.Tensor, key: int, tokens: Seq
     a column."""
     weights = as_tensor(weights, "the weights")
     best, by_row = int(weights[:, key].argmax()), int(weights[key].argmax())
-    named = _token_index(answer, tokens)
+    named = _token_index(answer, tokens, weights)
     if best in named:
         correct(f"column {key} ({tokens[key]!r}) is brightest in row {best}: {tokens[best]!r} gives "
                 f"{tokens[key]!r} a weight of {float(weights[best, key]):.2f}")
         return
+    if key in named:  # the token itself; its own row may point at it too, but that is a coincidence
+        hint(f"that is {tokens[key]!r} itself; down its column another query gives it a larger weight")
     if by_row in named:  # only reached when the row's answer differs from the column's
         hint(f"that is what {tokens[key]!r} itself attends to (its row); the question is which token attends "
              f"to {tokens[key]!r}, so read the column of that key")
@@ -81,9 +92,10 @@ def attends_most_to(answer: object, weights: torch.Tensor, key: int, tokens: Seq
 def attention_received(answer: object, weights: torch.Tensor) -> None:
     """Exercise 3: how much attention each key receives in total, from all the queries (one number per key)."""
     weights = as_tensor(weights, "the weights")
+    received = weights.sum(dim=-2)  # (j,)
     check_tensor_answer(
         answer,
-        weights.sum(dim=-2),
+        received,
         what="your totals",
         mistakes=[(weights.sum(dim=-1), "those are the totals each query hands out (every row sums to 1); the "
                                         "question is what each key receives from all the queries together"),
@@ -91,6 +103,8 @@ def attention_received(answer: object, weights: torch.Tensor) -> None:
                   (weights.sum(), "that is one number for the whole matrix; keep one total per key")],
         shape_hint="one total per key token: a vector with one entry per column",
         unit_axes_ok=True,
-        success="each query hands out exactly 1, but the keys do not receive 1 each: attention is shared out "
-                "unevenly",
+        success=(f"each query hands out exactly 1, but the keys receive from {float(received.min()):.2f} to "
+                 f"{float(received.max()):.2f}: attention is shared out unevenly"
+                 if float(received.max() - received.min()) > 0.01 else
+                 "each query hands out exactly 1, and here every key happens to receive 1 as well"),
     )

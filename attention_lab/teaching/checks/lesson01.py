@@ -27,6 +27,8 @@ def scores_for_query(answer: object, q: torch.Tensor, k: torch.Tensor, i: int) -
         (q @ k[i], f"that is column {i} (every query against one key): keep the query fixed and vary the key"),
         (expected / q.shape[-1] ** 0.5, "lesson 01 uses the plain dot product; the 1/sqrt(d) scale comes in "
                                         "lesson 02"),
+        (torch.softmax(expected, dim=-1), "those are the weights alpha' after the softmax; the exercise asks for "
+                                          "the raw scores alpha, before any softmax"),
     ]
     check_tensor_answer(
         answer,
@@ -63,6 +65,9 @@ def weight_matrix(answer: object, q: torch.Tensor, k: torch.Tensor) -> None:
                                                 "on its own"),
             (torch.softmax(scores / q.shape[-1] ** 0.5, dim=-1), "lesson 01 uses the plain dot product; the "
                                                                  "1/sqrt(d) scale comes in lesson 02"),
+            (scores.exp() / scores.exp().sum(dim=-1), "the row sums have lost their axis, so they line up with the "
+                                                      "columns when you divide; keep the summed axis so that each "
+                                                      "row is divided by its own sum"),
         ],
         shape_hint="one weight per (query, key) pair: a matrix with a row per query and a column per key",
         success="every row of alpha' is positive and sums to 1: one distribution over the keys per query",
@@ -80,7 +85,10 @@ def fixed_attend(fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.
     gen = torch.Generator().manual_seed(1)  # a private generator: the lesson's random numbers stay as they were
     for i, j, d, dv in ((4, 4, 3, 3), (2, 6, 3, 5), (5, 3, 4, 2)):
         q, k, v = (torch.randn(m, w, generator=gen, dtype=torch.float64) for m, w in ((i, d), (j, d), (j, dv)))
-        got = as_tensor(call_learner(fn, q.clone(), k.clone(), v.clone(), what="your attend"), "your result")
+        result = call_learner(fn, q.clone(), k.clone(), v.clone(), what="your attend")
+        if result is None:
+            hint("your attend returned None: end it with a return statement that gives back the outputs")
+        got = as_tensor(result, "your result")
         expected = _attend(q, k, v)
         if close(got, expected):
             continue
@@ -122,6 +130,13 @@ def cosine_similarity_matrix(answer: object, x: torch.Tensor) -> None:
             (x @ x.T / x.norm(dim=-1), "divide by the length of both vectors, not only one"),
             (x @ x.T / x.norm() ** 2, "divide each pair by the lengths of its own two vectors, not by the length "
                                       "of the whole matrix"),
+            (x @ x.T / x.norm(dim=-1) / x.norm(dim=-1), "dividing by a vector of lengths divides every column by "
+                                                        "the same length; one length must divide the rows and the "
+                                                        "other the columns"),
+            ((x / x.norm(dim=0, keepdim=True)) @ (x / x.norm(dim=0, keepdim=True)).T,
+             "you normalised over the wrong axis: each token vector (a row) must be divided by its own length"),
+            (unit.T @ unit, "that compares features with features; rows are tokens, so pair every row with every "
+                            "row"),
         ],
         shape_hint="one similarity per pair of tokens: an (n, n) matrix",
         success="cosine similarity ignores length: the diagonal is exactly 1",

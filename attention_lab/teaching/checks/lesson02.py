@@ -23,6 +23,9 @@ def scaled_scores(answer: object, q: torch.Tensor, k: torch.Tensor, d_model: int
         (raw / d, "divide by sqrt(d), not by d: the variance of q . k grows like d, its spread like sqrt(d)"),
         ((k @ q.transpose(-2, -1)) / math.sqrt(d), "rows must be queries and columns keys: that is K Q^T, "
                                                     "the transpose"),
+        (raw * math.sqrt(d), "you multiplied by sqrt(d); the scale divides the scores by sqrt(d)"),
+        (torch.softmax(raw / math.sqrt(d), dim=-1), "those are the weights after the softmax; the exercise asks "
+                                                    "for the scaled scores, before the softmax"),
     ]
     if d_model is not None and d_model != d:
         mistakes.append((raw / math.sqrt(d_model), "you scaled by the width of the input tokens (d_model); d is "
@@ -57,7 +60,9 @@ def _run_softmax(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) ->
         raise
     except Exception as error:  # a slip with a hint of its own first, then any other error as a hint
         _softmax_error_hint(error)
-        return as_tensor(call_learner(fn, x.clone(), what="your softmax"), "your softmax's result")
+        result = call_learner(fn, x.clone(), what="your softmax")
+    if result is None:
+        hint("your softmax returned None: end it with a return statement that gives back the weights")
     return as_tensor(result, "your softmax's result")
 
 
@@ -67,7 +72,7 @@ def stable_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     if not callable(fn):
         hint("pass your function itself, e.g. stable_softmax(my_softmax), not its result")
     gen = torch.Generator().manual_seed(0)  # a private generator: the lesson's random numbers stay as they were
-    for shape in ((4, 6), (5, 5), (2, 3, 5)):  # a hard-coded axis fails on one of these
+    for shape in ((4, 6), (5, 5), (2, 3, 5), (2, 2, 3, 4), (7,)):  # a hard-coded axis fails on one of these
         x = torch.randn(*shape, generator=gen)
         got = _run_softmax(fn, x)
         if got.shape != x.shape:
@@ -86,16 +91,21 @@ def stable_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
              f"divided by the sum of exps of its row")
     huge = torch.tensor([[1000.0, 999.0, 0.0], [-1000.0, -1001.0, -1002.0]])
     got_huge = _run_softmax(fn, huge)
+    expected_huge = torch.softmax(huge.double(), dim=-1).float()
     finite_rows = torch.isfinite(got_huge).all(dim=-1)
-    if finite_rows[0] and not finite_rows[1]:
+    if finite_rows[0] and not finite_rows[1] and close(got_huge[0], expected_huge[0]):
         hint("a row whose scores all lie far below the largest score of the tensor underflows to 0/0: subtract "
              "each row's own maximum, not the maximum of the whole tensor")
+    if not finite_rows[0] and finite_rows[1]:
+        hint("the row of scores near 1000 still overflows: exp(1000) is inf; shift each row so that its largest "
+             "score becomes 0, and then no exponent can exceed exp(0) = 1")
     if not finite_rows.all():
-        hint("exp(1000) overflows to inf and inf/inf is NaN; softmax does not change if you subtract the same "
-             "number from a whole row")
-    if not close(got_huge, torch.softmax(huge.double(), dim=-1).float()):
+        hint("at scores of 1000 or -1000 your softmax gives NaN: exp(1000) overflows to inf, exp(-1000) "
+             "underflows to 0, and inf/inf or 0/0 is NaN; softmax does not change if you subtract the same "
+             "number from a whole row, so choose that number to make each row's largest score 0")
+    if not close(got_huge, expected_huge):
         hint("on large scores your result is finite but wrong; subtract each row's own maximum")
-    correct("your softmax matches torch.softmax on 2-D and 3-D scores and stays finite at scores of 1000")
+    correct("your softmax matches torch.softmax on scores with 1 to 4 axes and stays finite at scores of 1000")
 
 
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
@@ -134,6 +144,8 @@ def fixed_attention(fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tor
                  f"transpose, for one, reverses every axis)")
         if failure is not None:
             call_learner(fn, q.clone(), k.clone(), v.clone(), what="your attention")  # names the error
+        if result is None:
+            hint("your attention returned None: end it with a return statement that gives back the outputs")
         got = as_tensor(result, "your attention's result")
         expected = _attention(q, k, v, 1 / math.sqrt(d))
         if close(got, expected):
@@ -149,10 +161,14 @@ def fixed_attention(fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tor
                  f"query: shape {tuple(expected.shape)}, yours is {tuple(got.shape)}")
         if close(got, torch.softmax(scores, dim=-2) @ v):
             hint("the softmax still runs over the queries; each query's weights over the keys must sum to 1")
-        for n in {q.shape[-2], q.shape[0]} - {d}:
+        for n in (set(q.shape[:-1]) | {k.shape[-2], v.shape[-1]}) - {d}:  # every other size the inputs offer
             if close(got, _attention(q, k, v, 1 / math.sqrt(n))):
-                hint("the scale is 1/sqrt(d), with d the size of one query vector (the last axis), not a count "
-                     "of tokens or of anything else")
+                hint("the scale is 1/sqrt(d), with d the size of one query vector (the last axis of Q), not a "
+                     "count of tokens, heads or value features")
+        for n in {c[3] for c in cases} - {d}:  # a d that fits another input, such as the lesson's Q
+            if close(got, _attention(q, k, v, 1 / math.sqrt(n))):
+                hint(f"your scale is 1/sqrt({n}) for Q of shape {tuple(q.shape)}; read d from the input (the last "
+                     f"axis of Q) instead of a fixed number")
         if close(got, _attention(q, k, v, 1.0)):
             hint("the scores are missing the 1/sqrt(d) scale")
         if close(got, _attention(q, k, v, 1 / d)):

@@ -31,9 +31,11 @@ def _call(fn: object, what: str, *args: object) -> torch.Tensor:
             hint("a view only re-reads the numbers in their memory order, and after moving an axis they are no "
                  "longer in that order; use the reshaping that copies when it has to, or make the tensor "
                  "contiguous first")
-        return as_tensor(call_learner(fn, *args, what=f"your {what}"), "your function's result")
+        result = call_learner(fn, *args, what=f"your {what}")
     except Exception:  # any other error (a stub, a fixed size that fits one shape only): named by call_learner
-        return as_tensor(call_learner(fn, *args, what=f"your {what}"), "your function's result")
+        result = call_learner(fn, *args, what=f"your {what}")
+    if result is None:
+        hint(f"your {what} returned None: end it with a return statement that gives back the result")
     return as_tensor(result, "your function's result")
 
 
@@ -115,6 +117,9 @@ def cross_attention_flops(answer: object, n_queries: int, n_keys: int, embed_dim
                                         "projections run only on the query tokens"),
         (8 * i * e * e + attention, "the key and value projections run on the memory's tokens, not on the "
                                     "queries"),
+        (8 * i * e * e + 8 * j * e * e + attention, "each projection reads one sequence only: the query and output "
+                                                    "projections the queries, the key and value projections the "
+                                                    "memory"),
         (expected // 2, "a multiply-add counts as two FLOPs, as FlopCounterMode counts it"),
         (expected - attention, "add the two attention products: the scores and the weighted sum of values"),
         (expected - attention // 2, "there are two attention products: the scores and the weighted sum of "
