@@ -3,12 +3,20 @@
     OMP_PROC_BIND=close OMP_PLACES=cores .venv/bin/python benchmarks/block_sparse.py            # everything (minutes)
     .venv/bin/python benchmarks/block_sparse.py --targets                                       # the two targets only
     .venv/bin/python benchmarks/block_sparse.py --sweep --lengths 1024 2048 --no-flex           # a quick sweep
+    .venv/bin/python benchmarks/block_sparse.py --sweep --csv        # the sweep, written to benchmarks/results/
+
+The sweep times the variants with attention_lab.measure.timing (interleaved rounds, fastest of the rounds, each
+ratio taken within a round), as lesson 07's live run does. ``--csv [PATH]`` writes its figures, one row per
+(n, variant), with the machine, threads, torch version and date on every row, and the 1-minute load average just
+after that length was measured (above the thread count: other programs were running, and the figures are only
+provisional); lesson 07 reads the committed file (default ``benchmarks/results/block_sparse.csv``) and plots it
+beside the learner's own small run.
 
 Setting: b=1, h=8, d=64, float32, CPU, 2 threads (the script sets OMP_PROC_BIND=close OMP_PLACES=cores and
 re-executes itself when they are missing: OpenMP reads them only at start-up). Variants within one table are timed
 in interleaved rounds, so load from other processes hits them alike; we report medians (and minima) and the ratios.
 
-Targets (issue 6):
+Targets:
 1. block-sparse sliding window (block 128, one neighbour) at n = 8192: >= 15x faster than dense
    F.scaled_dot_product_attention, and within 1.5x of compiled flex_attention with the same layout;
    forward + backward works (FlexAttention has no backward on CPU in torch 2.13).
@@ -20,11 +28,15 @@ Then the sweep n = 1k ... 16k: forward time and peak memory for the four variant
 from __future__ import annotations
 
 import argparse
+import csv
+import datetime
 import os
+import platform
 import statistics
 import sys
 import time
 import warnings
+from pathlib import Path
 
 if os.environ.get("OMP_PROC_BIND") is None or os.environ.get("OMP_PLACES") is None:
     os.environ.setdefault("OMP_PROC_BIND", "close")
@@ -35,10 +47,14 @@ import torch
 import torch.nn.functional as F
 
 import attention_lab as al
+from attention_lab.measure import timing
 from attention_lab.measure.memory import format_bytes, measure_peak_memory
 
 HEADS, HEAD_DIM = 8, 64
-SLIDING = al.BlockLayout.sliding_window(128, window=1)
+DEFAULT_CSV = Path(__file__).resolve().parent / "results" / "block_sparse.csv"
+CSV_FIELDS = ["machine", "logical_cores", "threads", "torch", "date", "load_average", "n", "variant", "fastest_ms",
+              "median_ms", "sdpa_time_over_this", "peak_bytes", "rounds"]
+SLIDING = al.BlockLayout.sliding_window(128, neighbours=1)
 
 
 def make_qkv(n: int, grad: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -153,16 +169,31 @@ def target_blockwise(rounds: int, block_sizes: list[int]) -> None:
         print(f"{name:<52} {format_bytes(peak):>12}   naive / this = {naive / peak:6.1f}  (target >= 10)")
 
 
-def sweep(lengths: list[int], rounds: int, use_flex: bool, block_size: int) -> None:
+def machine_name() -> str:
+    """The CPU's model name where the system says it (Linux), else what platform reports."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()} ({platform.machine()}, {platform.system()})"
+    except OSError:
+        pass
+    return f"{platform.processor() or platform.machine()} ({platform.system()})"
+
+
+def sweep(lengths: list[int], rounds: int, use_flex: bool, block_size: int) -> list[dict[str, object]]:
+    """Forward time (fastest of ``rounds`` interleaved rounds) and peak memory per variant and n; one dict a row."""
     flex = None
     if use_flex:
         flex, reason = compiled_flex()
         if reason:
             print(f"FlexAttention left out of the sweep: {reason}")
-    print(f"\nsweep: forward time (median of {rounds}) and forward peak memory, b=1 h={HEADS} d={HEAD_DIM} fp32, "
-          f"{torch.get_num_threads()} threads; blockwise block_size={block_size}; layout {SLIDING!r}")
-    header = f"{'n':>6} {'variant':<34} {'median ms':>10} {'min ms':>9} {'peak memory':>12} {'SDPA/this':>10}"
-    print(header)
+    label = {"machine": machine_name(), "logical_cores": os.cpu_count(), "threads": torch.get_num_threads(),
+             "torch": torch.__version__, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
+    print(f"\nsweep: forward time (fastest of {rounds} interleaved rounds) and forward peak memory, b=1 h={HEADS} "
+          f"d={HEAD_DIM} fp32, {torch.get_num_threads()} threads; blockwise block_size={block_size}; layout "
+          f"{SLIDING!r}")
+    print(f"{'n':>6} {'variant':<34} {'fastest ms':>10} {'median ms':>10} {'peak memory':>12} {'SDPA/this':>10}")
+    rows = []
     for n in lengths:
         q, k, v = make_qkv(n)
         fns = {
@@ -180,13 +211,27 @@ def sweep(lengths: list[int], rounds: int, use_flex: bool, block_size: int) -> N
             except Exception as error:
                 print(f"{n:>6} flex_attention failed: {type(error).__name__}: {str(error).splitlines()[0][:100]}")
         with torch.no_grad():
-            times = timed(fns, rounds)
+            result = timing.compare(fns, baseline="F.scaled_dot_product_attention", rounds=rounds, min_time=1e-3)
+            load = f"{os.getloadavg()[0]:.1f}"
             for name, fn in fns.items():
                 peak = measure_peak_memory(fn).peak_bytes
-                median = statistics.median(times[name])
-                sdpa = statistics.median(times["F.scaled_dot_product_attention"])
-                print(f"{n:>6} {name:<34} {median * 1e3:>10.1f} {min(times[name]) * 1e3:>9.1f} "
-                      f"{format_bytes(peak):>12} {sdpa / median:>10.2f}", flush=True)
+                median = statistics.median(result.rounds_s[name])
+                rows.append({**label, "load_average": load, "n": n, "variant": name,
+                             "fastest_ms": f"{result.best_s[name] * 1e3:.3f}", "median_ms": f"{median * 1e3:.3f}",
+                             "sdpa_time_over_this": f"{result.ratio[name]:.3f}", "peak_bytes": peak,
+                             "rounds": rounds})
+                print(f"{n:>6} {name:<34} {result.best_s[name] * 1e3:>10.1f} {median * 1e3:>10.1f} "
+                      f"{format_bytes(peak):>12} {result.ratio[name]:>10.2f}", flush=True)
+    return rows
+
+
+def write_csv(rows: list[dict[str, object]], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as file:
+        writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"\nwrote {len(rows)} rows to {path}")
 
 
 def main() -> None:
@@ -199,6 +244,8 @@ def main() -> None:
                         help="blockwise block sizes for target 2 (the sweep uses the first one)")
     parser.add_argument("--no-flex", action="store_true", help="skip FlexAttention (no torch.compile)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--csv", nargs="?", const=DEFAULT_CSV, type=Path, metavar="PATH",
+                        help="write the sweep's figures to PATH (default benchmarks/results/block_sparse.csv)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -209,8 +256,12 @@ def main() -> None:
     if args.targets or both:
         target_block_sparse(args.rounds, not args.no_flex)
         target_blockwise(args.rounds, args.block_sizes)
+    if args.csv and args.targets and not args.sweep:
+        parser.error("--csv writes the sweep's figures: run it with --sweep (or without --targets)")
     if args.sweep or both:
-        sweep(args.lengths, max(1, args.rounds // 2), not args.no_flex, args.block_sizes[0])
+        rows = sweep(args.lengths, max(1, args.rounds // 2), not args.no_flex, args.block_sizes[0])
+        if args.csv:
+            write_csv(rows, args.csv)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Lesson 06 checks accept the right answers (in every equivalent form) and reject common mistakes with their hint."""
+"""Lesson 06 checks accept the right answers (in every equivalent form), reject common mistakes with their own hint,
+turn an error while checking into a hint, and keep other exercises' answers to themselves."""
 
 from __future__ import annotations
 
@@ -110,7 +111,8 @@ def test_largest_length_small_budgets():
 @pytest.mark.parametrize(("answer", "match"), [
     (5760, "holds two"),  # the largest n with room for one n x n matrix per head (and the output)
     (4200, "holds two"),
-    (4081, "holds two"),
+    (4081, "count it too"),  # both matrices fit, the output was forgotten: not "holds two"
+    (4096, "count it too"),
     (6000, "more than the budget of 1,073,741,824 bytes"),
     (4000, "a larger n fits too"),
     (0, "at least one token"),
@@ -124,3 +126,110 @@ def test_flop_count_accepts_the_exact_count_and_names_the_convention(capsys):
 
     lesson06.flop_count(2 * 8 * 1024 * 1024 * (2 * 64 - 1), n=1024, head_dim=64, num_heads=8)
     assert "2 FLOPs per multiply-add" in capsys.readouterr().out
+
+
+# ---- cross-attention counts: i != j ----
+
+
+def test_cross_attention_counts_accept_every_form(capsys):
+    check.score_count(8 * 256 * 1024, n=256, n_keys=1024, num_heads=8)
+    check.score_count(torch.tensor(8.0 * 256 * 1024), n=256, n_keys=1024, num_heads=8)
+    check.flop_count(8 * 2 * (2 * 256 * 1024 * 64), n=256, n_keys=1024, head_dim=64, num_heads=8)
+    out = capsys.readouterr().out.splitlines()
+    assert all(line.startswith("Correct:") for line in out) and len(out) == 3
+    assert "itself included" not in out[0]  # a query of the decoder is not one of the encoder's keys
+
+
+@pytest.mark.parametrize(("answer", "match"), [
+    (8 * 256 * 256, "different sequences"),
+    (8 * 1024 * 1024, "different sequences"),
+    (256 * 1024, "one head's count"),
+    (8 * (256 + 1024), "linearly"),
+    (3, "entries of the"),
+])
+def test_cross_attention_scores_reject(answer, match):
+    rejects(check.score_count, answer, n=256, n_keys=1024, num_heads=8, match=match)
+
+
+@pytest.mark.parametrize(("answer", "match"), [
+    (4 * 1024 * 1024 * 64 * 8, "different sequences"),
+    (2 * 256 * 1024 * 64 * 8, "one of them is missing"),
+    (4 * 256 * 1024 * 64, "number of heads"),
+])
+def test_cross_attention_flops_reject(answer, match):
+    rejects(check.flop_count, answer, n=256, n_keys=1024, head_dim=64, num_heads=8, match=match)
+
+
+# ---- predicted_peak for a batch in float64 ----
+
+
+def test_predicted_peak_for_a_float64_batch_is_measured(capsys):
+    m = attention_memory_bytes(96, head_dim=8, num_heads=2, batch=3, dtype=torch.float64)
+    check.predicted_peak(m.scores + m.weights + m.output, n=96, head_dim=8, num_heads=2, batch=3,
+                         dtype=torch.float64)
+    out = capsys.readouterr().out
+    assert out.startswith("Correct:") and out.count("900.00 KiB") == 2  # predicted and measured agree
+
+
+@pytest.mark.parametrize(("wrong", "match"), [
+    (lambda m: m.naive_peak // 3, "one sequence's peak"),
+    (lambda m: m.naive_peak // 2, "4 bytes a number; torch.float64 takes 8 bytes"),
+    (lambda m: m.naive_peak // 8, "a torch.float64 value takes 8 bytes"),
+    (lambda m: m.scores + m.weights, "the output b"),
+])
+def test_predicted_peak_for_a_float64_batch_rejects(wrong, match):
+    m = attention_memory_bytes(96, head_dim=8, num_heads=2, batch=3, dtype=torch.float64)
+    rejects(check.predicted_peak, wrong(m), n=96, head_dim=8, num_heads=2, batch=3, dtype=torch.float64,
+            match=match)
+
+
+def test_predicted_peak_turns_a_bad_dtype_into_a_hint():
+    rejects(check.predicted_peak, 10, n=8, head_dim=4, dtype="float64", match="could not be checked")
+
+
+# ---- largest_batch ----
+
+BATCH = {"n": 1024, "budget_bytes": 4 * 2**30, "head_dim": 128, "num_heads": 16, "layers": 12}
+
+
+def test_largest_batch_accepts_the_exact_boundary(capsys):
+    m = attention_memory_bytes(1024, head_dim=128, num_heads=16)
+    per_sequence = m.scores + m.weights + m.output
+    assert 30 * per_sequence <= 4 * 2**30 < 31 * per_sequence
+    check.largest_batch(30, **BATCH)
+    check.largest_batch(30.0, **BATCH)
+    check.largest_batch(torch.tensor(30), **BATCH)
+    out = capsys.readouterr().out.splitlines()
+    assert all(line.startswith("Correct:") for line in out) and f"{30 * per_sequence:,} bytes" in out[0]
+
+
+@pytest.mark.parametrize(("answer", "match"), [
+    (31, "round down"),
+    (32, "leaves out the output"),
+    (56, "one n x n matrix per head"),
+    (2, "one after another"),
+    (481, "every head has its own"),
+    (120, "4 bytes"),
+    (40, "more than the budget"),
+    (20, "a larger one fits too"),
+    (0, "at least one sequence"),
+    (30.5, "whole number"),
+    ("30", "single number"),
+])
+def test_largest_batch_rejects_with_the_hint_for_the_mistake(answer, match):
+    rejects(check.largest_batch, answer, **BATCH, match=match)
+
+
+def test_largest_batch_success_line_states_no_other_exercise_answer(capsys):
+    check.largest_batch(30, **BATCH)
+    out = capsys.readouterr().out
+    assert "MiB" not in out and "FLOP" not in out
+
+
+def test_predicted_peak_leaves_the_global_random_numbers_alone():
+    m = attention_memory_bytes(64, head_dim=8)
+    torch.manual_seed(5)
+    before = torch.rand(3)
+    torch.manual_seed(5)
+    check.predicted_peak(m.scores + m.weights + m.output, n=64, head_dim=8)
+    assert torch.equal(torch.rand(3), before)

@@ -1,10 +1,11 @@
-"""Lesson 07 checks accept the right answers (in equivalent forms) and reject common mistakes with their hint."""
+"""Lesson 07 checks accept the right answers (in equivalent forms), reject common mistakes with their own hint, turn
+errors in the learner's code into hints, and never print another exercise's answer."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from _check_helpers import rejects
+from _check_helpers import accepts, rejects
 
 from attention_lab import BlockLayout
 from attention_lab.teaching.checks import lesson07 as check
@@ -70,12 +71,18 @@ def test_dilated_accepts_an_equivalent_union(capsys):
     assert accepted(capsys)
 
 
+def test_dilated_success_line_does_not_state_the_sparsity(capsys):
+    check.dilated_layout(BlockLayout.strided(16, 4))
+    out = capsys.readouterr().out
+    assert out.startswith("Correct:") and "sparsity" not in out and "0.7456" not in out
+
+
 @pytest.mark.parametrize(("answer", "match"), [
     (BlockLayout.strided(16, 3), "wrong number of blocks"),
     (BlockLayout.strided(16, 5), "wrong number of blocks"),
     (BlockLayout.strided(8, 4), "16 positions"),
     (BlockLayout.strided(16, 4) & BlockLayout.causal(16), "both directions"),
-    (BlockLayout.sliding_window(16, 4), "with gaps"),
+    (BlockLayout.sliding_window(16, neighbours=4), "with gaps"),
     (BlockLayout.global_blocks(16, [0]), "its own key block"),
     (BlockLayout.strided(16, 4).to_dense(64), "a bool matrix works"),
     (None, "still empty"),
@@ -93,7 +100,7 @@ def test_sparsity_accepts(capsys):
     assert accepted(capsys)
     check.predicted_sparsity(torch.tensor(0.75), layout, 256)
     assert accepted(capsys)
-    causal = BlockLayout.sliding_window(16, 1, causal=True)
+    causal = BlockLayout.sliding_window(16, neighbours=1, causal=True)
     check.predicted_sparsity(causal.sparsity(200), causal, 200)
     assert accepted(capsys)
 
@@ -110,6 +117,162 @@ def test_sparsity_rejects(answer, match):
 
 
 def test_sparsity_rejects_counting_blocks():
-    layout = BlockLayout.sliding_window(16, 1, causal=True)
+    layout = BlockLayout.sliding_window(16, neighbours=1, causal=True)
     block_share = 1 - layout.block_mask(200).double().mean().item()
     rejects(check.predicted_sparsity, block_share, layout, 200, match="counts block pairs")
+
+
+# ---- exposing_input: inputs on which the lazy step goes wrong ----
+
+
+def jumping_input(values=None):
+    q = torch.ones(1, 4, dtype=torch.float64)
+    k = torch.cat([torch.zeros(2, 4), torch.full((2, 4), 5.0)]).double()  # block 2 scores 10 above block 1
+    v = torch.arange(4.0).double()[:, None] if values is None else values
+    return q, k, v
+
+
+def test_exposing_input_accepts_a_jump_between_blocks(capsys):
+    accepts(capsys, check.exposing_input, *jumping_input(), 2)
+    q, k, v = jumping_input()
+    accepts(capsys, check.exposing_input, q.float().tolist(), k.float(), v.numpy(), 2)  # lists, float32, numpy
+    batched = (torch.randn(2, 3, 5, 8), torch.randn(2, 3, 12, 8), torch.randn(2, 3, 12, 2))
+    batched[1][..., 6:, :] *= 30  # later keys score far higher
+    accepts(capsys, check.exposing_input, *batched, 6)
+
+
+def test_exposing_input_names_why_an_input_does_not_expose_the_bug():
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(4, 8, generator=generator), torch.randn(40, 8, generator=generator),
+               torch.randn(40, 3, generator=generator))
+    rejects(check.exposing_input, q, k, v, 64, hint="all your keys fit in one block")
+    rejects(check.exposing_input, q, k, v, 16, hint="never moves its shift")
+    accepts_ones = jumping_input(torch.ones(4, 1))  # equal values expose it too: acc and l disagree
+    check.exposing_input(*accepts_ones, 2)
+    rejects(check.exposing_input, *jumping_input(), 2.5, hint="whole number of keys")
+    rejects(check.exposing_input, *jumping_input(), 0, hint="whole number of keys")
+    rejects(check.exposing_input, torch.ones(1, 3), torch.ones(4, 4), torch.ones(4, 1), 2, hint="same feature size")
+    rejects(check.exposing_input, torch.ones(4), torch.ones(4, 4), torch.ones(4, 1), 2, hint="two dimensions")
+    q, k, v = jumping_input()
+    rejects(check.exposing_input, q, k * float("inf"), v, 2, hint="finite numbers")
+    rejects(check.exposing_input, None, k, v, 2, hint="still empty")
+    rejects(check.exposing_input, "q", k, v, 2, hint="could not be checked|should be a tensor")
+
+
+# ---- fixed_update: a correct per-block step ----
+
+
+def lazy_and_right(m, l, acc, s, v_block):  # noqa: E741
+    top = s.amax(dim=-1, keepdim=True)
+    shift = torch.where(top > m + 4, top, m)
+    rescale = torch.exp(m - shift)
+    terms = torch.exp(s - shift)
+    return shift, l * rescale + terms.sum(dim=-1, keepdim=True), acc * rescale + terms @ v_block
+
+
+def eager(m, l, acc, s, v_block):  # noqa: E741
+    shift = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+    terms = torch.exp(s - shift)
+    rescale = torch.exp(m - shift)
+    return shift, l * rescale + terms.sum(dim=-1, keepdim=True), acc * rescale + terms @ v_block
+
+
+def eager_float32(m, l, acc, s, v_block):  # noqa: E741 (computes in float32: a loss of precision is a mistake here)
+    return tuple(t.double() for t in eager(m.float(), l.float(), acc.float(), s.float(), v_block.float()))
+
+
+@pytest.mark.parametrize("update", [lazy_and_right, eager])
+def test_fixed_update_accepts_lazy_and_eager_steps(capsys, update):
+    accepts(capsys, check.fixed_update, update)
+
+
+def test_fixed_update_success_line_states_no_other_answer(capsys):
+    check.fixed_update(eager)
+    out = capsys.readouterr().out
+    assert "local" not in out and "global" not in out and "exp(" not in out
+
+
+def overflowing(m, l, acc, s, v_block):  # noqa: E741  exponentiates raw scores: inf for scores near 1e4
+    p = torch.exp(s)
+    return m, l + p.sum(dim=-1, keepdim=True), acc + p @ v_block
+
+
+def first_block_nan(m, l, acc, s, v_block):  # noqa: E741  exp(m_new - m) is inf on the first block
+    shift = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+    grow = torch.exp(shift - m)
+    terms = torch.exp(s - shift)
+    return shift, l * grow + terms.sum(dim=-1, keepdim=True), acc * grow + terms @ v_block
+
+
+def no_rescale_at_all(m, l, acc, s, v_block):  # noqa: E741
+    shift = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+    terms = torch.exp(s - shift)
+    return shift, l + terms.sum(dim=-1, keepdim=True), acc + terms @ v_block
+
+
+@pytest.mark.parametrize(("update", "match"), [
+    (check.lazy_update, "still gives the given step's result"),
+    (check._inverse_factor, "at most 1"),
+    (check._only_acc, "l was summed under the old shift too"),
+    (first_block_nan, "on the first block m is -inf"),
+    (overflowing, "inf or NaN"),
+    (no_rescale_at_all, "one common shift"),
+    (lambda m, l_, acc, s, v_block: (m, l_), "three tensors"),
+    (lambda m, l_, acc, s, v_block: (m[..., 0], l_, acc), "keep the shapes"),
+    (lambda *args: 1 / 0, "ZeroDivisionError"),
+    (lambda m, l_, acc, s, v_block: s @ v_block.T, "raised RuntimeError|three tensors"),
+    (None, "define a function"),
+    (3, "define a function"),
+])
+def test_fixed_update_rejects_with_the_hint_for_the_mistake(update, match):
+    rejects(check.fixed_update, update, match=match)
+
+
+def test_fixed_update_holds_the_lesson_loop_to_plain_attention():
+    q, k, v = torch.randn(5, 4).double(), torch.randn(11, 4).double(), torch.randn(11, 2).double()
+    from attention_lab import reference
+
+    torch.testing.assert_close(check.blockwise_loop(q, k, v, 3, eager), reference.attention(q, k, v)[0])
+
+
+# ---- connected_layout: every pair within 3 layers, at most 5% of the pairs ----
+
+
+@pytest.mark.parametrize("layout", [
+    BlockLayout.local(64) | BlockLayout.global_blocks(64, [0]),
+    BlockLayout.global_blocks(64, [0]),
+    BlockLayout.global_blocks(64, [5]) | BlockLayout.local(64),
+])
+def test_connected_layout_accepts_every_design_within_the_budget(capsys, layout):
+    accepts(capsys, check.connected_layout, layout)
+
+
+@pytest.mark.parametrize(("layout", "match"), [
+    (BlockLayout.sliding_window(64, neighbours=1) | BlockLayout.global_blocks(64, [0]), "over the budget of 5%"),
+    (BlockLayout.sliding_window(64, neighbours=1), "only after 63 layers"),
+    (BlockLayout.local(64), "never hear from some others"),
+    (BlockLayout.strided(64, stride=3), "never hear from some others"),
+    (BlockLayout.sliding_window(64, neighbours=1, causal=True) | BlockLayout.global_blocks(64, [0]), "causal part"),
+    (BlockLayout.local(32) | BlockLayout.global_blocks(32, [0]), "hold 64 positions"),
+    ((BlockLayout.local(64) | BlockLayout.global_blocks(64, [0])).to_dense(4096), "a layout works for every length"),
+    (None, "still empty"),
+])
+def test_connected_layout_rejects_with_the_hint_for_the_mistake(layout, match):
+    rejects(check.connected_layout, layout, match=match)
+
+
+def test_connected_layout_hints_do_not_name_the_constructors():
+    for wrong in (BlockLayout.sliding_window(64, neighbours=1), BlockLayout.local(64),
+                  BlockLayout.sliding_window(64, neighbours=1) | BlockLayout.global_blocks(64, [0])):
+        with pytest.raises(AssertionError) as error:
+            check.connected_layout(wrong)
+        assert "global_blocks" not in str(error.value) and "local(" not in str(error.value)
+
+
+def test_an_error_while_checking_becomes_a_hint():
+    class Broken(BlockLayout):
+        def sparsity(self, n):
+            raise RuntimeError("boom")
+
+    broken = Broken(64, BlockLayout.local(64)._rule, "broken")
+    rejects(check.connected_layout, broken, match="could not be checked.*RuntimeError")

@@ -194,8 +194,8 @@ def test_plot_rollout_panels():
     _, attention = m(tokens(b=1, n=5), return_attention=True)
     fig = plotting.plot_rollout(attention, list("abcde"), title="demo")
     panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
-    assert [ax.get_title() for ax in panels] == ["layer 1 (mean of heads)", "layer 2 (mean of heads)",
-                                                 "rollout (residual 0.5)"]
+    assert [ax.get_title() for ax in panels] == ["layer 0 (mean of heads)", "layer 1 (mean of heads)",
+                                                 "rollout (residual 0.5)"]  # counted from 0, like attention[k]
     assert [t.get_text() for t in panels[0].get_xticklabels()] == list("abcde")
     assert len(fig.axes) == 4  # three panels and one shared colorbar
     rollout = attention_rollout(attention)[0]
@@ -213,7 +213,9 @@ def test_attention_explorer_builds_and_redraws(capsys):
     m = model(max_len=5)
     view = plotting.attention_explorer(m, task, torch.tensor([1, 2, 3, 4, 5]), layer=1, head=0)
     (layer_slider, head_slider), text, out = view.children[0].children, view.children[1], view.children[2]
-    assert (layer_slider.value, layer_slider.max, head_slider.value, head_slider.max) == (2, 2, 1, 2)
+    # counted from 0, like attention[layer, b, head]: the sliders start where the caller asked
+    assert (layer_slider.value, layer_slider.min, layer_slider.max) == (1, 0, 1)
+    assert (head_slider.value, head_slider.min, head_slider.max) == (0, 0, 1)
     assert text.value == "1 2 3 4 5"
     first = capsys.readouterr().out  # outside a kernel the Output widget lets prints through
     assert "input  1 2 3 4 5\noutput " in first and "Figure" in first
@@ -222,9 +224,38 @@ def test_attention_explorer_builds_and_redraws(capsys):
     text.value = "1 2 3"
     assert "expected 5 numbers from 0 to 6, got 3 numbers" in capsys.readouterr().out
     text.value = "6 5 4 3 2"
-    head_slider.value = 2
+    head_slider.value = 1
     assert "input  6 5 4 3 2" in capsys.readouterr().out and out is view.children[2]
     with pytest.raises(ValueError, match=r"attention_explorer\(\): layer must be in \[0, 2\)"):
         plotting.attention_explorer(m, task, torch.tensor([1, 2, 3, 4, 5]), layer=2)
     with pytest.raises(ValueError, match=r"expected tokens of shape \(i,\)"):
         plotting.attention_explorer(m, task, torch.tensor([[1, 2, 3, 4, 5]]))
+
+
+def test_attention_explorer_titles_and_ticks_count_from_zero_and_name_the_token(monkeypatch):
+    pytest.importorskip("ipywidgets")
+    from attention_lab import plotting
+    from attention_lab.models.tasks import Reversal
+    from attention_lab.plotting import _training
+
+    drawn = []
+    monkeypatch.setattr(_training, "plot_attention", lambda weights, rows, cols, title: drawn.append(
+        (weights.clone(), rows, cols, title)) or "figure")
+    task = Reversal(seq_len=5, n_symbols=7)
+    m = model(max_len=5)
+    tokens = torch.tensor([3, 1, 4, 1, 5])  # the digit 1 twice: only the position tells the two apart
+    view = plotting.attention_explorer(m, task, tokens, layer=1, head=1)
+    _, attention = m(tokens[None], return_attention=True)
+    weights, rows, cols, title = drawn[-1]
+    assert title == "layer 1, head 1"
+    assert rows == cols == ["0:3", "1:1", "2:4", "3:1", "4:5"]
+    assert torch.equal(weights, attention[1, 0, 1])
+    view.children[0].children[0].value = 0  # the layer slider
+    assert drawn[-1][3] == "layer 0, head 1" and torch.equal(drawn[-1][0], attention[0, 0, 1])
+
+
+def test_position_labels():
+    from attention_lab import plotting
+
+    assert plotting.position_labels(["3", "1", "->1"]) == ["0:3", "1:1", "2:->1"]
+    assert plotting.position_labels([]) == []

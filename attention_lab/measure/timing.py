@@ -5,30 +5,49 @@ the machine slows every variant alike, and keeps the fastest of the rounds per v
 a call down, so the fastest call is the least disturbed. Ratios are taken against a baseline measured in the same
 rounds, never between two separately timed numbers. :func:`sweep` does this for each sequence length.
 
-The conclusions are computed, never typed: :func:`crossover` finds the smallest measured n from which a variant is
-faster at every larger measured n; :func:`fit_slope` fits log(time) against log(n) and says how well a line fits;
-both say "too noisy to conclude" (``conclusive=False`` and a reason) instead of concluding from bad figures.
+The conclusions (:func:`crossover`, :func:`fit_slope`, :func:`agree`, written in :mod:`._conclusions`) are importable
+from here too: ``from attention_lab.measure import timing; timing.crossover(...)``. :func:`fixed_threads` holds
+torch's thread count fixed while a cell times, and :func:`thread_report` says what it was.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from .._validation import check_choice, check_number, check_positive_int, fail
+from ._conclusions import Crossover, Slope, agree, crossover, fit_slope
 
-__all__ = ["Comparison", "Crossover", "Slope", "Sweep", "compare", "crossover", "fit_slope", "sweep", "thread_report"]
+__all__ = ["Comparison", "Crossover", "Slope", "Sweep", "agree", "compare", "crossover", "fit_slope", "fixed_threads",
+           "sweep", "thread_report"]
 
 
 def thread_report() -> str:
     """One line naming the threads torch uses here and the machine's logical cores. Shape: a string."""
     return f"timed with {torch.get_num_threads()} torch thread(s) on a machine with {os.cpu_count()} logical core(s)"
+
+
+@contextlib.contextmanager
+def fixed_threads(threads: int) -> Iterator[int]:
+    """Run the block with ``min(threads, logical cores)`` torch threads, then restore the previous count.
+
+    Shape: yields the thread count used.
+    """
+    check_positive_int("fixed_threads", "threads", threads)
+    used = min(threads, os.cpu_count() or 1)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(used)
+    try:
+        yield used
+    finally:
+        torch.set_num_threads(previous)
 
 
 @dataclass(frozen=True)
@@ -44,11 +63,37 @@ class Comparison:
     baseline: str
     rounds: int
     threads: int
+    rounds_s: dict[str, list[float]] = field(repr=False, default_factory=dict)
+
+    def ratio_between(self, name: str, reference: str) -> float:
+        """reference time / ``name`` time (above 1: ``name`` is faster), the median over rounds of the ratio
+        within one round. Shape: a float."""
+        for which in (name, reference):
+            if which not in self.rounds_s:
+                fail("Comparison.ratio_between", f"expected one of {list(self.rounds_s)}, got {which!r}")
+        return _median_ratio(self.rounds_s[reference], self.rounds_s[name])
+
+    def speed(self, name: str, reference: str | None = None, *, tolerance: float = 0.25) -> str:
+        """``name``'s speed over ``reference``'s (default: the baseline) as a sentence, or "too noisy to conclude"
+        when the round-by-round ratio and the ratio of the fastest times disagree (on which is faster, or by more
+        than ``tolerance``). Shape: a string."""
+        reference = self.baseline if reference is None else reference
+        within, best = self.ratio_between(name, reference), self.best_s[reference] / self.best_s[name]
+        if not agree(within, best, tolerance=tolerance):
+            return (f"too noisy to conclude: {name} ran at {within:.2f}x {reference}'s speed round by round, but "
+                    f"the fastest times give {best:.2f}x; rerun on a quieter machine")
+        return (f"{name} ran at {within:.2f}x {reference}'s speed (median of {self.rounds} rounds; the fastest "
+                f"times give {best:.2f}x)")
 
     def __str__(self) -> str:
         lines = [f"{name:<28} {seconds * 1e3:9.3f} ms  {self.ratio[name]:7.2f}x {self.baseline}'s speed"
                  for name, seconds in self.best_s.items()]
         return "\n".join(lines)
+
+
+def _median_ratio(reference: Sequence[float], mine: Sequence[float]) -> float:
+    per_round = sorted(ref / own for ref, own in zip(reference, mine, strict=True))
+    return per_round[len(per_round) // 2]
 
 
 def _time_once(fn: Callable[[], Any], number: int) -> float:
@@ -93,12 +138,9 @@ def compare(variants: Mapping[str, Callable[[], Any]], *, baseline: str | None =
     for _ in range(rounds):
         for name, call in variants.items():
             times[name].append(_time_once(call, numbers[name]))
-    ratio = {}
-    for name in variants:
-        per_round = sorted(base / mine for base, mine in zip(times[baseline], times[name], strict=True))
-        ratio[name] = per_round[len(per_round) // 2]
+    ratio = {name: _median_ratio(times[baseline], times[name]) for name in variants}
     return Comparison(best_s={name: min(ts) for name, ts in times.items()}, ratio=ratio, baseline=baseline,
-                      rounds=rounds, threads=torch.get_num_threads())
+                      rounds=rounds, threads=torch.get_num_threads(), rounds_s=times)
 
 
 @dataclass(frozen=True)
@@ -112,6 +154,15 @@ class Sweep:
     threads: int
     comparisons: list[Comparison] = field(repr=False, default_factory=list)
 
+    def ratio_between(self, name: str, reference: str) -> list[float]:
+        """:meth:`Comparison.ratio_between` at each length. Shape: one float per length."""
+        return [c.ratio_between(name, reference) for c in self.comparisons]
+
+    def best_ratio(self, name: str, reference: str | None = None) -> list[float]:
+        """reference's fastest time / ``name``'s at each length (``crossover``'s ``best_ratios``). Shape: a list."""
+        reference = self.baseline if reference is None else reference
+        return [a / b for a, b in zip(self.best_s[reference], self.best_s[name])]
+
 
 def sweep(make_variants: Callable[[int], Mapping[str, Callable[[], Any]]], lengths: Sequence[int], *,
           baseline: str | None = None, rounds: int = 5, min_time: float = 0.01) -> Sweep:
@@ -119,106 +170,17 @@ def sweep(make_variants: Callable[[int], Mapping[str, Callable[[], Any]]], lengt
 
     Shape: ``make_variants(n)`` builds inputs of length n and returns name -> zero-argument callable.
     """
+    if not callable(make_variants):
+        fail("sweep", f"make_variants must be a function n -> dict of name -> callable, got "
+                      f"{type(make_variants).__name__}", TypeError)
     if not lengths:
         fail("sweep", "lengths must name at least one sequence length, got an empty sequence")
     results = [compare(make_variants(n), baseline=baseline, rounds=rounds, min_time=min_time) for n in lengths]
     names = list(results[0].best_s)
+    for n, result in zip(lengths, results):
+        if list(result.best_s) != names:
+            fail("sweep", f"make_variants must return the same names at every length, got {names} at "
+                          f"n={lengths[0]} and {list(result.best_s)} at n={n}")
     return Sweep(lengths=list(lengths), best_s={name: [r.best_s[name] for r in results] for name in names},
                  ratio={name: [r.ratio[name] for r in results] for name in names}, baseline=results[0].baseline,
                  threads=results[0].threads, comparisons=results)
-
-
-@dataclass(frozen=True)
-class Crossover:
-    """Where a variant becomes faster for good. ``n`` is None when it never does (or the data cannot say)."""
-
-    n: int | None
-    conclusive: bool
-    message: str
-
-    def __str__(self) -> str:
-        return self.message
-
-
-def crossover(lengths: Sequence[int], ratios: Sequence[float], *, name: str = "the variant",
-              baseline: str = "the baseline") -> Crossover:
-    """The smallest measured n from which ``name`` is faster (ratio > 1) at every larger measured n.
-
-    Not a first faster length: a variant faster at n = 256, slower at 512 and faster from 1024 on crosses over at 1024.
-    A ratio that flips more than once is called too noisy to conclude.
-
-    Shape: two sequences of equal length, ``lengths`` increasing.
-    """
-    fn = "crossover"
-    if len(lengths) != len(ratios) or not lengths:
-        fail(fn, f"expected lengths and ratios of equal, non-zero length, got {len(lengths)} and {len(ratios)}")
-    if any(b <= a for a, b in zip(lengths, lengths[1:])):
-        fail(fn, f"lengths must increase, got {list(lengths)}")
-    if any(not (r > 0 and math.isfinite(r)) for r in ratios):
-        fail(fn, f"ratios must be finite and > 0, got {list(ratios)}")
-    faster = [r > 1 for r in ratios]
-    flips = sum(a != b for a, b in zip(faster, faster[1:]))
-    if flips > 1:
-        return Crossover(None, False, f"too noisy to conclude: {name} is faster at some lengths and slower at "
-                                      f"others ({', '.join(f'n={n}: {r:.2f}x' for n, r in zip(lengths, ratios))}); "
-                                      f"rerun the cell on a quieter machine")
-    if not faster[-1]:
-        return Crossover(None, True, f"{name} is not faster than {baseline} at any measured length up to "
-                                     f"n = {lengths[-1]} (ratio there {ratios[-1]:.2f})")
-    first = len(faster) - 1
-    while first > 0 and faster[first - 1]:
-        first -= 1
-    if first == 0:
-        return Crossover(lengths[0], True, f"{name} is faster than {baseline} at every measured length, from the "
-                                           f"smallest, n = {lengths[0]} ({ratios[0]:.2f}x)")
-    return Crossover(lengths[first], True, f"{name} overtakes {baseline} at n = {lengths[first]} "
-                                           f"({ratios[first]:.2f}x there, {ratios[first - 1]:.2f}x at "
-                                           f"n = {lengths[first - 1]}) and stays faster up to n = {lengths[-1]}")
-
-
-@dataclass(frozen=True)
-class Slope:
-    """Least-squares exponent p in time ~ n^p over ``fitted_on``, with the fit's r^2 (1 = a perfect line)."""
-
-    slope: float
-    r2: float
-    fitted_on: tuple[int, int]
-    conclusive: bool
-    message: str
-
-    def __str__(self) -> str:
-        return self.message
-
-
-def fit_slope(lengths: Sequence[float], times: Sequence[float], *, name: str = "time", min_r2: float = 0.95) -> Slope:
-    """Fit log(time) = p log(n) + c and report p with the range it was fitted on and how well a line fits.
-
-    Too noisy to conclude (``conclusive=False``) when times do not increase with n, or r^2 < ``min_r2``.
-
-    Shape: two sequences of equal length >= 2, positive values.
-    """
-    fn = "fit_slope"
-    if len(lengths) != len(times) or len(lengths) < 2:
-        fail(fn, f"expected two sequences of equal length >= 2, got lengths {len(lengths)} and {len(times)}")
-    if min(lengths) <= 0 or min(times) <= 0 or not all(map(math.isfinite, [*lengths, *times])):
-        fail(fn, f"expected finite positive values (their logarithms are taken), got {list(lengths)}, {list(times)}")
-    if any(b <= a for a, b in zip(lengths, lengths[1:])):
-        fail(fn, f"lengths must increase, got {list(lengths)}")
-    lx, ly = [math.log(x) for x in lengths], [math.log(y) for y in times]
-    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
-    sxx = sum((x - mx) ** 2 for x in lx)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(lx, ly))
-    syy = sum((y - my) ** 2 for y in ly)
-    slope = sxy / sxx
-    r2 = 1.0 if syy == 0 else sxy * sxy / (sxx * syy)
-    span = (int(lengths[0]), int(lengths[-1]))
-    where = f"n = {span[0]} ... {span[1]}"
-    rising = all(b > a for a, b in zip(times, times[1:]))
-    if not rising:
-        return Slope(slope, r2, span, False, f"too noisy to conclude: {name} does not grow with n over {where} "
-                                            f"(fitted slope {slope:.2f}, r^2 = {r2:.3f}); rerun on a quieter machine")
-    if r2 < min_r2:
-        return Slope(slope, r2, span, False, f"too noisy to conclude: a line fits {name} poorly over {where} "
-                                            f"(slope {slope:.2f}, r^2 = {r2:.3f} < {min_r2}); rerun on a quieter "
-                                            f"machine")
-    return Slope(slope, r2, span, True, f"{name} grows as n^{slope:.2f} over {where} (r^2 = {r2:.3f})")

@@ -10,7 +10,15 @@ from ._base import MASK_CMAP, WEIGHTS_CMAP, _show_figures_in_ipython  # noqa: F4
 from ._blocks import plot_block_layout, plot_block_layouts
 from ._cost import plot_bench, plot_memory_vs_length, plot_time_vs_length
 from ._masks import plot_mask, plot_positions, plot_rnn_vs_attention
-from ._training import attention_explorer, plot_layer_grad_norms, plot_metric, plot_rollout, plot_training_curves
+from ._training import (
+    attention_explorer,
+    plot_layer_grad_norms,
+    plot_metric,
+    plot_rollout,
+    plot_steps,
+    plot_training_curves,
+    position_labels,
+)
 from ._weights import plot_attention, plot_heads
 
 __all__ = [
@@ -27,8 +35,10 @@ __all__ = [
     "plot_positions",
     "plot_rnn_vs_attention",
     "plot_rollout",
+    "plot_steps",
     "plot_time_vs_length",
     "plot_training_curves",
+    "position_labels",
 ]
 
 _show_figures_in_ipython()

@@ -63,22 +63,59 @@ def plot_metric(
         raise ValueError(f"{fn}(): metric must be one of {', '.join(map(repr, _METRIC_LABELS))}, got {metric!r}")
     runs = _runs(fn, histories)
     ylabel, default_log = _METRIC_LABELS[metric]
+    series = {label: [getattr(history, metric) for history in group] for label, group in runs.items()}
+    return _draw_steps(series, ax=ax, ylabel=ylabel, title=title, log=default_log if log is None else log,
+                       legend=len(runs) > 1 or next(iter(runs)) != "run")
+
+
+def _draw_steps(series: dict[str, list[Sequence[float]]], *, ax: Axes | None, ylabel: str, title: str | None,
+                log: bool, legend: bool) -> Figure:
+    """One colour and dash per label; several series under one label (seeds) are thin lines, labelled once."""
     fig, ax = _new_axes(ax, (5.0, 3.4))
-    for index, (label, group) in enumerate(runs.items()):
-        for seed_index, history in enumerate(group):
-            ax.plot(history.step, getattr(history, metric), color=_RUN_COLOURS[index % len(_RUN_COLOURS)],
+    for index, (label, group) in enumerate(series.items()):
+        for seed_index, values in enumerate(group):
+            ax.plot(range(len(values)), values, color=_RUN_COLOURS[index % len(_RUN_COLOURS)],
                     linestyle=_RUN_DASHES[index % len(_RUN_DASHES)], linewidth=1.6 if len(group) == 1 else 1.0,
                     alpha=1.0 if len(group) == 1 else 0.8, label=label if seed_index == 0 else None)
-    if log if log is not None else default_log:
+    if log:
         ax.set_yscale("log")
     ax.set_xlabel("training step")
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title)
     ax.grid(True, alpha=0.3)
-    if len(runs) > 1 or next(iter(runs)) != "run":
+    if legend:
         ax.legend(fontsize=8)
     return fig
+
+
+def plot_steps(
+    values: dict[str, Sequence[float] | Sequence[Sequence[float]]],
+    *,
+    ylabel: str,
+    ax: Axes | None = None,
+    title: str | None = None,
+    log: bool = False,
+) -> Figure:
+    """Any per-step measurement against the training step, one colour per run, like :func:`plot_metric`.
+
+    For values a ``History`` does not hold, e.g. recorded by a forward hook during :func:`train`:
+    ``{label: [v0, v1, ...]}`` for one run, ``{label: [[v0, v1, ...], [...]]}`` for several seeds.
+
+    Shape: each run holds one number per step.
+    """
+    fn = "plot_steps"
+    if not isinstance(values, dict) or not values:
+        raise TypeError(f"{fn}(): expected a non-empty dict {{label: list of numbers, or list of such lists}}, "
+                        f"got {type(values).__name__}")
+    series = {}
+    for label, run in values.items():
+        run = list(run)
+        group = run if run and all(isinstance(v, (list, tuple)) for v in run) else [run]
+        if not all(group) or not all(isinstance(v, (int, float)) for seq in group for v in seq):
+            raise TypeError(f"{fn}(): expected numbers, one per step, for {label!r}; got {str(run)[:60]}")
+        series[str(label)] = group
+    return _draw_steps(series, ax=ax, ylabel=ylabel, title=title, log=log, legend=True)
 
 
 def plot_training_curves(
@@ -144,7 +181,7 @@ def plot_layer_grad_norms(
         ax.bar(offsets, means, width=width, label=label, color=_RUN_COLOURS[index % len(_RUN_COLOURS)],
                hatch=("", "//", "..", "xx")[index % 4], edgecolor="white")
     ax.set_xticks(range(len(parts)), [p.replace("_", " ") for p in parts], rotation=30, ha="right")
-    _finish_axes(ax, xlabel="part of the model (input -> output)", ylabel=f"mean gradient norm, steps 1-{first}",
+    _finish_axes(ax, xlabel="part of the model (input -> output)", ylabel=f"mean gradient norm, first {first} steps",
                  title=title, grid_axis="y")
     return fig
 
@@ -159,7 +196,8 @@ def plot_rollout(
     """Each layer's head-averaged attention, then the rollout through all layers, side by side.
 
     ``attention`` is one sequence's weights from ``model(tokens, return_attention=True)`` (``[:, 0]`` of a
-    batch); the last panel is :func:`attention_lab.models.transformer.attention_rollout` with ``residual``.
+    batch). The panels are titled ``layer 0``, ``layer 1``, ... (counted from 0, like the tensor's first axis);
+    the last panel is :func:`attention_lab.models.transformer.attention_rollout` with ``residual``.
 
     Shape: attention ``(layers, h, i, j)`` or ``(layers, 1, h, i, j)``.
     """
@@ -175,7 +213,7 @@ def plot_rollout(
         raise ValueError(f"{fn}(): expected attention of shape (layers, h, i, j) for one sequence, got shape "
                          f"{tuple(attention.shape)}; pass attention[:, 0] for the first sequence of a batch")
     rollout = attention_rollout(attention[:, None], residual=residual)[0]  # (i, j)
-    panels = [(f"layer {k + 1} (mean of heads)", a.mean(0)) for k, a in enumerate(attention)]
+    panels = [(f"layer {k} (mean of heads)", a.mean(0)) for k, a in enumerate(attention)]
     panels.append((f"rollout (residual {residual:g})", rollout))
     n = attention.shape[-1]
     side = min(3.4, 1.6 + 0.12 * n)
@@ -205,13 +243,23 @@ def _parse_tokens(text: str, n_symbols: int, seq_len: int) -> torch.Tensor:
     return torch.tensor(ids)
 
 
+def position_labels(labels: Sequence[str]) -> list[str]:
+    """Tick labels that name the position and the token, ``["0:3", "1:1", "2:4", "3:1"]``: a digit can appear twice.
+
+    Shape: ``i`` labels in, ``i`` labels out.
+    """
+    return [f"{position}:{label}" for position, label in enumerate(labels)]
+
+
 def attention_explorer(model: torch.nn.Module, task: object, tokens: torch.Tensor, *, layer: int = 0,
                        head: int = 0) -> object:
     """An ipywidgets view of a trained model's attention: sliders for layer and head, a text box for the input.
 
+    Layers and heads are counted from 0, like the axes of the attention tensor (``attention[layer, b, head]``).
     Typing a new sequence (numbers separated by spaces) re-runs the model and redraws; the model's output is
-    printed above the heatmap. Needs a running kernel with ipywidgets; without one, show a static figure too
-    (e.g. :func:`plot_heads`). Returns the widget (display it, or make it the cell's last value).
+    printed above the heatmap, whose axes name each position and its token (``"0:3"``). Needs a running kernel
+    with ipywidgets; without one, show a static figure too (e.g. :func:`plot_heads`). Returns the widget
+    (display it, or make it the cell's last value).
 
     Shape: tokens ``(i,)``, one sequence of ``task.seq_len`` symbols.
     """
@@ -224,11 +272,11 @@ def attention_explorer(model: torch.nn.Module, task: object, tokens: torch.Tenso
                          f"{tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__}")
     n_layers, n_heads = model.num_layers, model.num_heads
     if not (0 <= layer < n_layers and 0 <= head < n_heads):
-        raise ValueError(f"{fn}(): layer must be in [0, {n_layers}) and head in [0, {n_heads}), got "
-                         f"layer={layer}, head={head}")
+        raise ValueError(f"{fn}(): layer must be in [0, {n_layers}) and head in [0, {n_heads}) (counted from 0), "
+                         f"got layer={layer}, head={head}")
     style = {"description_width": "60px"}
-    layer_slider = widgets.IntSlider(value=layer + 1, min=1, max=n_layers, description="layer", style=style)
-    head_slider = widgets.IntSlider(value=head + 1, min=1, max=n_heads, description="head", style=style)
+    layer_slider = widgets.IntSlider(value=layer, min=0, max=n_layers - 1, description="layer", style=style)
+    head_slider = widgets.IntSlider(value=head, min=0, max=n_heads - 1, description="head", style=style)
     text = widgets.Text(value=" ".join(str(t) for t in tokens.tolist()), description="input", style=style,
                         continuous_update=False, layout=widgets.Layout(width="420px"))
     out = widgets.Output()
@@ -247,7 +295,8 @@ def attention_explorer(model: torch.nn.Module, task: object, tokens: torch.Tenso
             prediction = " ".join(str(t) for t in logits.argmax(-1)[0].tolist())
             print(f"input  {' '.join(labels)}\noutput {prediction}")
             at_layer, at_head = layer_slider.value, head_slider.value
-            display(plot_attention(attention[at_layer - 1, 0, at_head - 1], labels, labels,
+            ticks = position_labels(labels)
+            display(plot_attention(attention[at_layer, 0, at_head], ticks, ticks,
                                    title=f"layer {at_layer}, head {at_head}"))
 
     for control in (layer_slider, head_slider, text):

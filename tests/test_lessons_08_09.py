@@ -1,0 +1,72 @@
+"""Lessons 08 and 09, beyond the rules test_notebook_hygiene.py checks for every lesson: their exercises sit under an
+"Exercises" heading, lesson 08's implementation detail is in collapsed deep dives, and layers and heads are counted
+from 0 in every text and output."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from attention_lab.teaching.classroom import solution_regions
+from attention_lab.teaching.lesson_stats import lesson_stats
+
+NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
+LESSONS = [NOTEBOOKS / "08_training_stability.ipynb", NOTEBOOKS / "09_visualizing_attention.ipynb"]
+
+
+def load(path: Path) -> nbformat.NotebookNode:
+    return nbformat.read(path, as_version=4)
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_exercises_sit_under_their_heading(path):
+    assert lesson_stats(path).words["exercises"] > 0, f"{path.name}: no heading containing 'Exercises'"
+    nb = load(path)
+    first_answer = next(i for i, c in enumerate(nb.cells) if solution_regions(c.source))
+    headings = [c.source.splitlines()[0] for c in nb.cells[:first_answer]
+                if c.cell_type == "markdown" and c.source.startswith("#")]
+    assert "exercises" in headings[-1].lower(), f"{path.name}: the last heading before exercise 1 is {headings[-1]!r}"
+
+
+def test_lesson_08_keeps_its_detail_in_collapsed_deep_dives():
+    stats = lesson_stats(LESSONS[0])
+    assert stats.deep_dives >= 2 and stats.collapsed_deep_dives == stats.deep_dives
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_layers_and_heads_are_counted_from_zero(path):
+    """Both lessons' models have 2 layers of 2 heads: counted from 0, no text or output names a layer 2 or head 2."""
+    nb = load(path)
+    texts = [cell.source for cell in nb.cells]
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            texts.append("".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", "")))
+    for text in texts:
+        assert not re.search(r"\b(layer|head) 2\b", text), f"{path.name}: 1-based count in {text[:200]!r}"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_teaching_guide_states_the_measured_reading_figures(path):
+    """docs/teaching.md gives each lesson's words and code lines per part, and its stated and measured reading
+    minutes, as lesson_stats measures them now."""
+    import math
+
+    from attention_lab.teaching.lesson_stats import stated_minutes
+
+    guide = (NOTEBOOKS.parent / "docs" / "teaching.md").read_text(encoding="utf-8")
+    number, stats = path.name[:2], lesson_stats(path)
+
+    def part(name: str) -> str:
+        if not stats.words[name] and not stats.code_lines[name]:
+            return "none"
+        return f"{stats.words[name]:,}, {stats.code_lines[name]} ({stats.minutes(name):.1f})"
+
+    figures = (f"| {number} | {part('core')} | {part('deep_dive')} | "
+               f"{stats.words['exercises']:,}, {stats.code_lines['exercises']} |")
+    assert figures in guide, f"docs/teaching.md should have the row {figures!r}"
+    lesson_map = re.search(rf"^\| {number} \| `{path.stem}` \|.*\| (\d+) / (\d+) \| \d+ / \d+ \|$", guide, re.M)
+    assert lesson_map, f"docs/teaching.md: no lesson-map row for {path.stem}"
+    assert (int(lesson_map[1]), int(lesson_map[2])) == (stated_minutes(path), math.ceil(stats.minutes("core")))
