@@ -6,6 +6,7 @@ The folders are the map:
 ``reference.py``     the plain, slow, obviously-correct math of every attention the package computes
 ``core/``            scores and softmax, masks, positions, the self-attention layer, multi-head attention
 ``efficient/``       attention that avoids the full i x j matrix or skips parts of it (blockwise, block-sparse)
+``generation/``      attention while generating: KV caches, rotary positions, grouped-query and latent attention
 ``measure/``         exact peak memory, timing sweeps
 ``models/``          the tiny Transformer, toy tasks, the training loop
 ``teaching/``        exercise checks (one module per lesson) and student copies of the lessons
@@ -14,8 +15,8 @@ The folders are the map:
 ``_validation.py``   input validation shared by every module
 ===================  ==============================================================================
 
-Imports point one way: ``reference`` and ``runtime`` need only ``_validation``; ``efficient``, ``measure`` and
-``models`` build on ``core``; ``teaching`` and ``plotting`` build on the rest, never the reverse.
+Imports point one way: ``reference`` and ``runtime`` need only ``_validation``; ``efficient``, ``generation``,
+``measure`` and ``models`` build on ``core``; ``teaching`` and ``plotting`` build on the rest, never the reverse.
 
 One axis legend for the whole package (every docstring's ``Shape:`` line uses it):
 
@@ -36,14 +37,15 @@ import importlib
 import importlib.util
 import sys
 
-from . import core, efficient, reference, runtime  # noqa: F401 (attention_lab.reference etc. without a second import)
+from . import core, efficient, generation, reference, runtime  # noqa: F401 (attention_lab.reference etc. without a second import)
 from .core import *  # noqa: F403 (every name in core.__all__)
 from .efficient import *  # noqa: F403 (every name in efficient.__all__)
+from .generation import *  # noqa: F403 (every name in generation.__all__)
 from .runtime import *  # noqa: F403 (every name in runtime.__all__)
 
 __version__ = "0.1.0"
 
-__all__ = [*core.__all__, *efficient.__all__, *runtime.__all__]
+__all__ = [*core.__all__, *efficient.__all__, *generation.__all__, *runtime.__all__]
 
 # Short module paths: `attention_lab.training` is `attention_lab.models.training`, and so on, so that
 # `from attention_lab.checks import lesson03` and `from attention_lab.model import TinyTransformer` keep working in

@@ -74,3 +74,66 @@ def block_sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, la
     masks = [one.to_dense(n) for one in (layout if per_head else [layout])]  # bool (i, j) each: True = kept
     mask = torch.stack(masks) if per_head else masks[0]  # (h, i, j) or (i, j)
     return attention(q, k, v, mask.to(q.device))[0]
+
+
+# ---- attention while generating ----
+
+__all__ += ["rope", "grouped_query_attention", "latent_attention", "sliding_window_attention"]
+
+
+def rope(x: torch.Tensor, positions: torch.Tensor, *, base: float = 10000.0) -> torch.Tensor:
+    """Rotary position embedding: each adjacent feature pair (x[2m], x[2m+1]) turned by a 2 x 2 rotation matrix.
+
+    Shape: x ``(..., n, d)`` with d even, positions ``(n,)`` integers -> ``(..., n, d)``.
+    """
+    d = x.shape[-1]
+    rotated_pairs = []
+    for m in range(d // 2):
+        theta = base ** (-2 * m / d)  # pair m turns by theta_m radians per position
+        angle = positions.to(torch.float64) * theta  # p theta_m for every position, (n,)
+        cos, sin = torch.cos(angle), torch.sin(angle)
+        rows = [torch.stack([cos, -sin], -1), torch.stack([sin, cos], -1)]  # [cos -sin], [sin cos], (n, 2) each
+        rotation = torch.stack(rows, -2)  # R(p theta_m), (n, 2, 2)
+        pair = x[..., 2 * m:2 * m + 2]  # (x_{2m}, x_{2m+1}) at every position, (..., n, 2)
+        rotated_pairs.append((rotation.to(x.dtype) @ pair[..., None])[..., 0])  # R times the pair, (..., n, 2)
+    return torch.cat(rotated_pairs, dim=-1)  # (..., n, d)
+
+
+def grouped_query_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+                            ) -> torch.Tensor:
+    """Attention of h query heads over h_kv key/value heads: each key/value head repeated for its group of
+    g = h / h_kv consecutive query heads (query head i reads key/value head i // g), then plain attention.
+
+    Shape: q ``(b, h, i, d)``, k and v ``(b, h_kv, j, d)``, mask bool broadcastable to ``(b, h, i, j)``
+    -> ``(b, h, i, d)``.
+    """
+    group = q.shape[-3] // k.shape[-3]  # g query heads per key/value head
+    k_repeated = torch.repeat_interleave(k, group, dim=-3)  # heads 0..g-1 get kv head 0, and so on, (b, h, j, d)
+    v_repeated = torch.repeat_interleave(v, group, dim=-3)  # (b, h, j, d)
+    return attention(q, k_repeated, v_repeated, mask)[0]
+
+
+def latent_attention(q: torch.Tensor, latents: torch.Tensor, w_uk: torch.Tensor, w_uv: torch.Tensor,
+                     mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Multi-head latent attention: every head's keys and values rebuilt from one latent per position
+    (k^{j,h} = W^{UK}_h c^j, v^{j,h} = W^{UV}_h c^j), then plain attention. ``w_uk`` and ``w_uv`` are laid out as
+    ``nn.Linear`` weights, (h d, r).
+
+    Shape: q ``(b, h, i, d)``, latents ``(b, j, r)``, w_uk and w_uv ``(h d, r)``, mask broadcastable to
+    ``(b, h, i, j)`` -> ``(b, h, i, d)``.
+    """
+    h, d = q.shape[-3], q.shape[-1]
+    k = (latents @ w_uk.T).unflatten(-1, (h, d)).transpose(-3, -2)  # all heads' keys, (b, j, h d) -> (b, h, j, d)
+    v = (latents @ w_uv.T).unflatten(-1, (h, d)).transpose(-3, -2)  # all heads' values, (b, h, j, d)
+    return attention(q, k, v, mask)[0]
+
+
+def sliding_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, window: int) -> torch.Tensor:
+    """Causal attention in which query i sees only the last ``window`` keys, i - window < j <= i.
+
+    Shape: q ``(..., n, d)``, k ``(..., n, d)``, v ``(..., n, dv)`` -> ``(..., n, dv)``.
+    """
+    i = torch.arange(q.shape[-2], device=q.device)[:, None]  # query positions, (i, 1)
+    j = torch.arange(k.shape[-2], device=q.device)[None, :]  # key positions, (1, j)
+    mask = (j <= i) & (j > i - window)  # True = may attend, (i, j)
+    return attention(q, k, v, mask)[0]

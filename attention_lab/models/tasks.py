@@ -150,3 +150,47 @@ def make_task(name: str, **options: int) -> _Task:
     """A task by name (``"reversal"``, ``"sorting"`` or ``"pointer"``), e.g. ``make_task("reversal", seq_len=8)``."""
     check_choice("make_task", "name", name, sorted(TASKS))
     return TASKS[name](**options)
+
+
+@dataclass(frozen=True)
+class Repeat(_Task):
+    """Read k = seq_len / 2 symbols and a separator, then write the same k symbols again (a decoder's task).
+
+    Token ``n_symbols`` is the separator. The sequence is ``x_0 .. x_{k-1}, |, x_0 .. x_{k-2}``; the target at
+    position t >= k is ``x_{t-k}``, the token exactly k positions back, and nothing is scored before the separator.
+    Generating from the prompt ``x_0 .. x_{k-1}, |`` writes the copy one token at a time, each k positions after its
+    original: a model that only sees the last k positions or fewer (a sliding window) cannot do it.
+
+    Shape: tokens and targets ``(b, i)`` with ``i = seq_len``; targets are ``IGNORE_INDEX`` before position k.
+    """
+
+    name = "repeat"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.seq_len % 2:
+            fail("Repeat", f"seq_len must be even (k symbols, the separator, then k - 1 copied ones), got "
+                         f"seq_len={self.seq_len}; use {self.seq_len + 1}")
+
+    @property
+    def vocab_size(self) -> int:
+        return self.n_symbols + 1
+
+    def _make(self, symbols: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        k = self.seq_len // 2
+        separator = torch.full_like(symbols[:, :1], self.n_symbols)  # (b, 1)
+        tokens = torch.cat([symbols[:, :k], separator, symbols[:, :k - 1]], dim=1)  # (b, 2k)
+        return tokens, self.solve(tokens)
+
+    def solve(self, tokens: torch.Tensor) -> torch.Tensor:
+        k = self.seq_len // 2
+        targets = torch.full_like(tokens, IGNORE_INDEX)
+        targets[:, k:] = tokens[:, :k]
+        return targets
+
+    def token_labels(self, tokens: torch.Tensor) -> list[str]:
+        return [str(t) if t < self.n_symbols else "|" for t in tokens.tolist()]
+
+
+TASKS["repeat"] = Repeat
+__all__.append("Repeat")

@@ -9,6 +9,7 @@ which Jupyter shows when it is the cell's last value. Colormaps are perceptually
 from ._base import MASK_CMAP, WEIGHTS_CMAP, _show_figures_in_ipython  # noqa: F401 (colormap names for callers)
 from ._blocks import plot_block_layout, plot_block_layouts
 from ._cost import plot_bench, plot_memory_vs_length, plot_time_vs_length
+from ._generation import plot_cache_memory, plot_generation_speed, plot_rope_rotation
 from ._masks import plot_mask, plot_positions, plot_rnn_vs_attention
 from ._training import (
     attention_explorer,
@@ -38,6 +39,9 @@ __all__ = [
     "plot_steps",
     "plot_time_vs_length",
     "plot_training_curves",
+    "plot_cache_memory",
+    "plot_generation_speed",
+    "plot_rope_rotation",
     "position_labels",
 ]
 

@@ -1,0 +1,167 @@
+"""Multi-head latent attention (多头潜在注意力, MLA; DeepSeek-V2, 2024): cache one small latent per token.
+
+Instead of h_kv key heads and h_kv value heads, each token is compressed to one latent vector c^j = W^{DKV} x^j of
+``latent_dim`` numbers, and every head's key and value are rebuilt from it: k^{j,h} = W^{UK}_h c^j,
+v^{j,h} = W^{UV}_h c^j. The cache holds only the latents: ``latent_dim`` values per token and layer, against
+2 h d for multi-head attention.
+
+Left out here: DeepSeek-V2's decoupled rotary part (a small extra key per token, shared by the heads, that carries
+RoPE). A rotation between q and W^{UK} would stop W^{UK} from being folded into the query projection, which is how
+the real model avoids rebuilding the keys at every step; this module rebuilds them, which is plainer and gives the
+same numbers. It has no position information of its own (add positions to x, e.g. learned embeddings), and its
+cache is DeepSeek-V2's without that extra key.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from .._validation import check_bool, check_positive_int, check_tensor, fail
+from .kv_cache import _check_dtype
+
+__all__ = ["LatentCache", "MultiHeadLatentAttention"]
+
+
+class LatentCache:
+    """A pre-allocated cache of one latent vector per position: ``batch_size x max_len x latent_dim`` values.
+
+    ``append(c)`` copies t new latents and returns a view of all cached ones; ``len(cache)``, ``offset`` (the
+    next position), ``positions``, ``reset()`` and ``nbytes`` as for :class:`~attention_lab.KVCache`.
+
+    Shape: c appended ``(b, t, r)`` -> latents ``(b, len, r)``, with r = latent_dim.
+    """
+
+    def __init__(self, batch_size: int, max_len: int, latent_dim: int, *, dtype: torch.dtype = torch.float32,
+                 device: torch.device | str | None = None) -> None:
+        fn = "LatentCache"
+        check_positive_int(fn, "batch_size", batch_size)
+        check_positive_int(fn, "max_len", max_len)
+        check_positive_int(fn, "latent_dim", latent_dim)
+        self.batch_size, self.max_len, self.latent_dim = batch_size, max_len, latent_dim
+        self.dtype = _check_dtype(fn, dtype)
+        self.device = torch.device(device) if device is not None else torch.get_default_device()
+        self.latents = torch.zeros(batch_size, max_len, latent_dim, dtype=dtype, device=self.device)  # (b, L, r)
+        self._seen = 0
+
+    def __len__(self) -> int:
+        return self._seen
+
+    @property
+    def offset(self) -> int:
+        """The position the next appended token will have."""
+        return self._seen
+
+    @property
+    def positions(self) -> torch.Tensor:
+        """The position of each cached latent. Shape: ``(len,)``."""
+        return torch.arange(self._seen, device=self.device)
+
+    @property
+    def nbytes(self) -> int:
+        return self.latents.nbytes
+
+    def append(self, c: torch.Tensor) -> torch.Tensor:
+        """Store t new latents; return a view of all cached ones. Shape: ``(b, t, r) -> (b, len, r)``."""
+        fn = "LatentCache.append"
+        check_tensor(fn, "c", c, floating=True)
+        if c.dim() != 3 or (c.shape[0], c.shape[2]) != (self.batch_size, self.latent_dim):
+            fail(fn, f"c must have shape (b, t, latent_dim) = ({self.batch_size}, t, {self.latent_dim}), got shape "
+                     f"{tuple(c.shape)}; build the cache with the layer's new_cache(batch_size, max_len)")
+        if c.dtype != self.dtype or c.device != self.device:
+            fail(fn, f"c must have the cache's dtype {self.dtype} and device {self.device}, got {c.dtype} on "
+                     f"{c.device}", TypeError)
+        start, end = self._seen, self._seen + c.shape[1]
+        if end > self.max_len:
+            fail(fn, f"the cache is full: it holds {start} of max_len={self.max_len} positions and cannot take "
+                     f"t={c.shape[1]} more; build it with max_len >= {end} or reset() it")
+        self.latents[:, start:end] = c  # copies t latents, (b, t, r)
+        self._seen = end
+        return self.latents[:, :end]  # a view, (b, len, r)
+
+    def reset(self) -> None:
+        """Forget every position; the buffer stays allocated."""
+        self._seen = 0
+
+    def __repr__(self) -> str:
+        return (f"LatentCache(len={len(self)}, batch_size={self.batch_size}, latent_dim={self.latent_dim}, "
+                f"nbytes={self.nbytes})")
+
+
+class MultiHeadLatentAttention(nn.Module):
+    """Causal self-attention whose keys and values are rebuilt from a cached latent of ``latent_dim`` per token.
+
+    Attributes: ``embed_dim`` (e), ``num_heads`` (h), ``head_dim`` (d = e / h), ``latent_dim`` (r), and the
+    ``nn.Linear`` projections ``q_proj`` (e -> e), ``kv_down`` (W^{DKV}: e -> r), ``k_up`` (W^{UK}: r -> e),
+    ``v_up`` (W^{UV}: r -> e), ``out_proj`` (e -> e). ``forward(x, *, cache=None)`` with a cache from
+    :meth:`new_cache` continues after the positions already cached. No rotary part (see the module docstring).
+
+    Shape: x ``(b, n, e)`` -> ``(b, n, e)``.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, latent_dim: int, *, bias: bool = False) -> None:
+        super().__init__()
+        fn = "MultiHeadLatentAttention"
+        check_positive_int(fn, "embed_dim", embed_dim)
+        check_positive_int(fn, "num_heads", num_heads)
+        check_positive_int(fn, "latent_dim", latent_dim)
+        if embed_dim % num_heads:
+            fail(fn, f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim} and num_heads={num_heads}; "
+                     f"choose num_heads from the divisors of {embed_dim}: "
+                     f"{[k for k in range(1, embed_dim + 1) if embed_dim % k == 0]}")
+        check_bool(fn, "bias", bias)
+        self.embed_dim, self.num_heads, self.latent_dim = embed_dim, num_heads, latent_dim
+        self.head_dim = embed_dim // num_heads
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.kv_down = nn.Linear(embed_dim, latent_dim, bias=bias)
+        self.k_up = nn.Linear(latent_dim, embed_dim, bias=bias)
+        self.v_up = nn.Linear(latent_dim, embed_dim, bias=bias)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+
+    def extra_repr(self) -> str:
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, latent_dim={self.latent_dim}"
+
+    def new_cache(self, batch_size: int, max_len: int) -> LatentCache:
+        """An empty :class:`LatentCache` for this layer: ``batch_size x max_len x latent_dim`` values."""
+        weight = self.q_proj.weight
+        return LatentCache(batch_size, max_len, self.latent_dim, dtype=weight.dtype, device=weight.device)
+
+    def forward(self, x: torch.Tensor, *, cache: LatentCache | None = None) -> torch.Tensor:
+        """Causal self-attention over x, after the positions already in ``cache`` (if any).
+
+        Shape: x ``(b, n, e)`` -> ``(b, n, e)``.
+        """
+        fn = "MultiHeadLatentAttention.forward"
+        check_tensor(fn, "x", x, floating=True)
+        weight = self.q_proj.weight
+        if x.dim() != 3 or x.shape[-1] != self.embed_dim:
+            fail(fn, f"x must have shape (b, n, e) with e={self.embed_dim}, got shape {tuple(x.shape)}")
+        if x.dtype != weight.dtype or x.device != weight.device:
+            fail(fn, f"x must have the layer's dtype {weight.dtype} and device {weight.device}, got {x.dtype} on "
+                     f"{x.device}", TypeError)
+        n = x.shape[1]
+        latents = self.kv_down(x)  # c^j, (b, n, r)
+        offset = 0
+        if cache is not None:
+            if not isinstance(cache, LatentCache):
+                fail(fn, f"cache must be a LatentCache from new_cache(batch_size, max_len), got "
+                         f"{type(cache).__name__}", TypeError)
+            if (cache.batch_size, cache.latent_dim) != (x.shape[0], self.latent_dim):
+                fail(fn, f"the cache does not match: (batch_size, latent_dim) is ({cache.batch_size}, "
+                         f"{cache.latent_dim}) for the cache and ({x.shape[0]}, {self.latent_dim}) for x and the "
+                         f"layer; build it with new_cache(batch_size={x.shape[0]}, max_len=...)")
+            offset = cache.offset
+            latents = cache.append(latents)  # every cached latent, (b, len, r)
+        h = self.num_heads
+        q = rearrange(self.q_proj(x), "b i (h d) -> b h i d", h=h)  # (b, h, i, d)
+        k = rearrange(self.k_up(latents), "b j (h d) -> b h j d", h=h)  # k^{j,h} = W^{UK}_h c^j, (b, h, j, d)
+        v = rearrange(self.v_up(latents), "b j (h d) -> b h j d", h=h)  # v^{j,h} = W^{UV}_h c^j, (b, h, j, d)
+        if offset == 0:
+            heads = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (b, h, i, d)
+        else:  # lower-right aligned: query r sits at position offset + r
+            keys = torch.arange(k.shape[2], device=x.device)  # (j,)
+            allowed = keys[None, :] <= torch.arange(offset, offset + n, device=x.device)[:, None]  # (i, j)
+            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # (b, h, i, d)
+        return self.out_proj(rearrange(heads, "b h i d -> b i (h d)"))  # (b, i, e)

@@ -1,0 +1,110 @@
+"""Lesson 11 checks accept every right answer and reject common mistakes with their own hint."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from _check_helpers import accepts, rejects
+
+from attention_lab.teaching.checks import lesson11 as check
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+# ---- exercise 1: cache bytes with an optional window ----
+
+def right_bytes(layers, kv_heads, head_dim, tokens, batch, per_value, window):
+    kept = tokens if window is None else min(tokens, window)
+    return 2 * layers * kv_heads * head_dim * kept * batch * per_value
+
+
+def test_cache_bytes_accepts_every_numeric_form(capsys):
+    accepts(capsys, check.cache_bytes, right_bytes)
+    accepts(capsys, check.cache_bytes, lambda *a: float(right_bytes(*a)))
+    accepts(capsys, check.cache_bytes, lambda *a: torch.tensor(right_bytes(*a)))
+    accepts(capsys, check.cache_bytes, lambda *a: np.int64(right_bytes(*a)))
+
+
+def test_cache_bytes_refuses_a_hard_coded_number():
+    rejects(check.cache_bytes, lambda *a: right_bytes(28, 4, 128, 32_768, 8, 2, 4_096), match="multiply")
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda *a: right_bytes(*a) // 2, "key AND a value"),
+    (lambda lay, kv, d, n, b, v, w: right_bytes(lay, kv, d, n, b, v, None), "keeps only the last `window`"),
+    (lambda lay, kv, d, n, b, v, w: right_bytes(lay, kv, d, w if w else n, b, v, None), "shorter than the window"),
+    (lambda *a: 8 * right_bytes(*a), "no factor 8"),
+    (lambda lay, *a: right_bytes(1, *a), "every layer"),
+    (lambda lay, kv, d, n, b, v, w: right_bytes(lay, kv, d, n, 1, v, w), "each sequence of the batch"),
+])
+def test_cache_bytes_names_each_mistake(wrong, hint):
+    rejects(check.cache_bytes, wrong, match=hint)
+
+
+def test_cache_bytes_turns_errors_and_wrong_types_into_hints():
+    rejects(check.cache_bytes, lambda *a: 1 / 0, match="ZeroDivisionError")
+    rejects(check.cache_bytes, lambda *a: None, match="still empty")
+    rejects(check.cache_bytes, lambda *a: [1, 2], match="one number of bytes")
+    rejects(check.cache_bytes, 42, match="should be a function")
+
+
+# ---- exercise 2: the positions of the new tokens ----
+
+def test_step_positions_accepts_the_offset_in_any_integer_form(capsys):
+    accepts(capsys, check.step_positions, lambda cache, t: torch.arange(cache.offset, cache.offset + t))
+    accepts(capsys, check.step_positions, lambda cache, t: list(range(cache.offset, cache.offset + t)))
+    accepts(capsys, check.step_positions, lambda cache, t: np.arange(cache.offset, cache.offset + t))
+    accepts(capsys, check.step_positions, lambda cache, t: torch.arange(t, dtype=torch.float64) + cache.offset)
+    # shifting every position by the same amount changes no score (RoPE sees distances only), so it is right too
+    accepts(capsys, check.step_positions, lambda cache, t: torch.arange(cache.offset + 1, cache.offset + t + 1))
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda cache, t: torch.arange(t), "restart at 0"),
+    (lambda cache, t: torch.arange(len(cache), len(cache) + t), "stops growing once a sliding cache is full"),
+    (lambda cache, t: torch.full((t,), cache.offset), "its own position"),
+    (lambda cache, t: torch.arange(t) * 2 + cache.offset, "differs from running the layer"),
+    (lambda cache, t: torch.arange(cache.offset, cache.offset + 1), r"one position per new token: shape \(4,\)"),
+    (lambda cache, t: torch.arange(t) + 0.5, "whole numbers"),
+])
+def test_step_positions_names_each_mistake(wrong, hint):
+    rejects(check.step_positions, wrong, match=hint)
+
+
+def test_step_positions_wraps_errors_into_hints():
+    rejects(check.step_positions, lambda cache, t: cache.missing, match="AttributeError")
+
+
+# ---- exercise 3: pooling key heads into groups ----
+
+def pool(weight, num_heads, num_kv_heads):
+    d = weight.shape[0] // num_heads
+    blocks = [weight[d * i:d * (i + 1)] for i in range(num_heads)]  # one (d, e) block per head
+    group = num_heads // num_kv_heads
+    return torch.cat([torch.stack(blocks[g * group:(g + 1) * group]).mean(0) for g in range(num_kv_heads)])
+
+
+def test_pool_kv_heads_accepts_loops_einops_and_numpy(capsys):
+    from einops import reduce
+
+    accepts(capsys, check.pool_kv_heads, pool)
+    accepts(capsys, check.pool_kv_heads, lambda w, h, kv: reduce(w, "(kv g d) e -> (kv d) e", "mean", kv=kv, g=h // kv))
+    accepts(capsys, check.pool_kv_heads, lambda w, h, kv: pool(w, h, kv).numpy())
+    accepts(capsys, check.pool_kv_heads, lambda w, h, kv: pool(w.float(), h, kv))
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda w, h, kv: w.unflatten(0, (h // kv, kv, -1)).mean(0).flatten(0, 1), "CONSECUTIVE"),
+    (lambda w, h, kv: w.unflatten(0, (kv, h // kv, -1)).sum(1).flatten(0, 1), "don't add them up"),
+    (lambda w, h, kv: w.unflatten(0, (kv, h // kv, -1))[:, 0].flatten(0, 1), "throws the others away"),
+    (lambda w, h, kv: w.unflatten(0, (kv, h // kv, -1)).mean(1), r"shape \(h_kv d, e\)"),
+    (lambda w, h, kv: w.unflatten(0, (kv, -1, h // kv)).mean(2).flatten(0, 1), r"d consecutive rows"),
+    (lambda w, h, kv: pool(w, h, kv) if h == 8 else pool(w, h, kv) + 1, r"d consecutive rows"),
+])
+def test_pool_kv_heads_names_each_mistake(wrong, hint):
+    rejects(check.pool_kv_heads, wrong, match=hint)
+
+
+def test_pool_kv_heads_wraps_errors_into_hints():
+    rejects(check.pool_kv_heads, lambda w, h, kv: w.view(kv, -1, 7), match="RuntimeError")

@@ -1,0 +1,209 @@
+"""Generating with TinyTransformer: the same tokens and logits with and without a cache, the default model unchanged,
+the cache-size formula and the FLOP counter checked against what the library allocates and computes."""
+
+import pytest
+import torch
+from _tolerances import TOL
+from torch import nn
+
+import attention_lab as al
+from attention_lab.core.masks import causal_mask
+from attention_lab.measure.memory import measure_peak_memory
+from attention_lab.models.generate import decode, forward_with_cache, make_caches, next_token_timers
+from attention_lab.models.tasks import PointerLookup, Repeat, Reversal, make_generator
+from attention_lab.models.training import train
+from attention_lab.models.transformer import TinyTransformer
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny models: a second thread only adds waiting
+
+
+class ModelBefore(nn.Module):
+    """TinyTransformer as it was before ``positions=`` and ``num_kv_heads=`` existed, written out."""
+
+    def __init__(self, vocab, d, h, layers, max_len, norm, causal):
+        super().__init__()
+        self.causal, self.norm = causal, norm
+        self.token_embedding = nn.Embedding(vocab, d)
+        self.position_embedding = nn.Embedding(max_len, d)
+        self.layers = nn.ModuleList()
+        for _ in range(layers):
+            block = nn.Module()
+            block.attn = al.MultiHeadAttention(d, h)
+            block.ff = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+            block.norm1, block.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.layers.append(block)
+        self.final_norm = nn.LayerNorm(d) if norm == "pre" else nn.Identity()
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, tokens):
+        n = tokens.shape[1]
+        x = self.token_embedding(tokens) + self.position_embedding(torch.arange(n))
+        mask = causal_mask(n) if self.causal else None
+        for block in self.layers:
+            if self.norm == "pre":
+                x = x + block.attn(block.norm1(x), mask=mask)[0]
+                x = x + block.ff(block.norm2(x))
+            else:
+                x = block.norm1(x + block.attn(x, mask=mask)[0])
+                x = block.norm2(x + block.ff(x))
+        return self.head(self.final_norm(x))
+
+
+@pytest.mark.parametrize("task, norm, causal", [(Reversal(seq_len=8), "pre", False),
+                                                (Reversal(seq_len=8), "post", False),
+                                                (PointerLookup(seq_len=8), "pre", True)])
+def test_the_default_model_draws_the_same_weights_and_trains_to_the_same_losses(task, norm, causal):
+    torch.manual_seed(3)
+    before = ModelBefore(task.vocab_size, 32, 2, 2, 8, norm, causal)
+    torch.manual_seed(3)
+    now = TinyTransformer(task.vocab_size, 32, 2, 2, max_len=8, norm=norm, causal=causal)
+    assert [name for name, _ in now.named_parameters()] == [name for name, _ in before.named_parameters()]
+    for a, b in zip(now.parameters(), before.parameters(), strict=True):
+        assert torch.equal(a, b)
+    options = dict(steps=15, lr=0.01, warmup_steps=3, batch_size=16, seed=1, progress=False)
+    assert train(now, task, **options).loss == train(before, task, **options).loss
+
+
+CONFIGS = [dict(), dict(positions="rope"), dict(num_kv_heads=2), dict(positions="rope", num_kv_heads=1)]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "default")
+def test_generate_with_and_without_the_cache_gives_the_same_tokens_and_logits(config):
+    torch.manual_seed(0)
+    model = TinyTransformer(13, 32, 4, 2, max_len=40, causal=True, **config).eval()
+    prompt = torch.randint(0, 13, (3, 6))
+    recomputed = decode(model, prompt, 25, cache="none")
+    for cache in ("preallocated", "concat"):
+        cached = decode(model, prompt, 25, cache=cache)
+        assert torch.equal(cached.tokens, recomputed.tokens)
+        torch.testing.assert_close(cached.logits, recomputed.logits, **TOL[torch.float32])
+    tokens = model.generate(prompt, 25)
+    assert torch.equal(tokens, recomputed.tokens) and torch.equal(tokens[:, :6], prompt)
+    assert torch.equal(model.generate(prompt, 25, use_cache=False), tokens)
+    assert torch.equal(model.generate(prompt[1], 4), tokens[1, :10])  # one sequence, shape (n,)
+    assert torch.equal(model.generate(prompt, 0), prompt)
+
+
+def test_each_step_of_decoding_is_the_full_forward_at_the_last_position():
+    torch.manual_seed(1)
+    model = TinyTransformer(11, 16, 2, 2, max_len=20, causal=True, positions="rope").eval()
+    out = decode(model, torch.tensor([[3, 1, 4]]), 6)
+    with torch.no_grad():
+        for step in range(6):
+            full = model(out.tokens[:, :3 + step])[:, -1]
+            torch.testing.assert_close(out.logits[:, step], full, **TOL[torch.float32])
+            assert out.tokens[0, 3 + step] == full.argmax(-1)
+
+
+def test_a_sliding_cache_wider_than_the_sequence_changes_nothing_and_a_narrow_one_runs_past_max_len():
+    torch.manual_seed(2)
+    model = TinyTransformer(11, 16, 2, 2, max_len=16, causal=True, positions="rope").eval()
+    prompt = torch.randint(0, 11, (2, 5))
+    wide = decode(model, prompt, 10, cache="sliding", window=15)
+    assert torch.equal(wide.tokens, decode(model, prompt, 10).tokens)
+    long = decode(model, prompt, 60, cache="sliding", window=4)  # 65 positions with a 16-row max_len: rope has no table
+    assert long.tokens.shape == (2, 65)
+
+
+def test_the_repeat_task_is_the_token_k_positions_back_and_a_trained_model_writes_it():
+    task = Repeat(seq_len=8)
+    tokens, targets = task.sample(5, generator=make_generator(0))
+    assert torch.equal(targets[:, 4:], tokens[:, :4]) and (targets[:, :4] == -100).all()
+    assert (tokens[:, 4] == task.n_symbols).all() and torch.equal(tokens[:, 5:], tokens[:, :3])
+    torch.manual_seed(0)
+    model = TinyTransformer(task.vocab_size, 32, 4, 2, max_len=8, causal=True, positions="rope")
+    train(model, task, steps=100, lr=0.01, warmup_steps=10, schedule="cosine", batch_size=32, progress=False)
+    copied = model.generate(tokens[:, :5], 4)[:, 5:]
+    assert torch.equal(copied, tokens[:, :4])
+    with pytest.raises(ValueError, match=r"seq_len must be even.*got seq_len=7; use 8"):
+        Repeat(seq_len=7)
+
+
+def test_kv_cache_bytes_is_what_the_caches_allocate_to_the_byte():
+    assert al.kv_cache_bytes(num_layers=32, num_kv_heads=8, head_dim=128, seq_len=8192) == 2**30  # Llama-3-8B
+    model = TinyTransformer(11, 48, 6, 3, max_len=64, causal=True, num_kv_heads=2)
+    measured = measure_peak_memory(make_caches, model, "preallocated", 5, 37)
+    formula = al.kv_cache_bytes(num_layers=3, num_kv_heads=2, head_dim=8, seq_len=37, batch_size=5, bytes_per_value=4)
+    assert measured.retained_bytes == measured.peak_bytes == formula == sum(c.nbytes for c in measured.result)
+    sliding = sum(c.nbytes for c in make_caches(model, "sliding", 5, 0, window=9))
+    assert sliding == al.kv_cache_bytes(num_layers=3, num_kv_heads=2, head_dim=8, seq_len=9, batch_size=5,
+                                        bytes_per_value=4)
+    mla = al.MultiHeadLatentAttention(48, 6, 10)
+    assert mla.new_cache(5, 37).nbytes == al.kv_cache_bytes(num_layers=1, num_kv_heads=6, head_dim=8, seq_len=37,
+                                                             batch_size=5, bytes_per_value=4, latent_dim=10)
+
+
+def test_count_flops_counts_the_cpu_attention_kernel():
+    q = k = v = torch.randn(2, 3, 5, 4)
+    assert al.count_flops(torch.nn.functional.scaled_dot_product_attention, q, k, v) == 2 * (2 * 2 * 3 * 5 * 5 * 4)
+    torch.manual_seed(0)
+    model = TinyTransformer(11, 16, 2, 1, max_len=8, causal=True, positions="rope", num_kv_heads=1).eval()
+    tokens = torch.randint(0, 11, (1, 8))
+    e, e_kv, n = 16, 8, 8
+    projections = 2 * n * (e * e + 2 * e * e_kv + e * e) + 2 * n * 2 * e * 4 * e + 2 * n * e * 11
+    with torch.no_grad():
+        assert al.count_flops(model, tokens) == projections + 4 * n * n * e
+
+
+def test_next_token_timers_repeat_the_same_step_and_agree():
+    torch.manual_seed(0)
+    model = TinyTransformer(11, 16, 2, 2, max_len=32, causal=True, positions="rope").eval()
+    timers = next_token_timers(model, 20, batch_size=2)
+    full = timers["recompute"]()[:, -1]
+    for name in ("pre-allocated cache", "concatenated cache"):
+        first, second = timers[name](), timers[name]()
+        torch.testing.assert_close(first[:, -1], full, **TOL[torch.float32])
+        torch.testing.assert_close(second, first, rtol=0, atol=0)
+
+
+def test_forward_with_cache_continues_after_the_cached_positions():
+    torch.manual_seed(0)
+    model = TinyTransformer(11, 16, 2, 2, max_len=12, causal=True).eval()
+    tokens = torch.randint(0, 11, (2, 12))
+    caches = make_caches(model, "preallocated", 2, 12)
+    with torch.no_grad():
+        parts = [forward_with_cache(model, tokens[:, a:b], caches) for a, b in [(0, 5), (5, 6), (6, 12)]]
+        torch.testing.assert_close(torch.cat(parts, dim=1), model(tokens), **TOL[torch.float32])
+
+
+def test_model_options_and_bad_generation_inputs_get_clear_errors():
+    with pytest.raises(ValueError, match=r"positions must be one of 'learned', 'rope', got positions='sinusoidal'"):
+        TinyTransformer(10, 16, 4, 1, max_len=8, positions="sinusoidal")
+    with pytest.raises(ValueError, match=r"num_heads must be a multiple of num_kv_heads, got num_heads=4 and "
+                                         r"num_kv_heads=3; choose num_kv_heads from the divisors of 4: \[1, 2, 4\]"):
+        TinyTransformer(10, 16, 4, 1, max_len=8, num_kv_heads=3)
+    with pytest.raises(ValueError, match=r"d_model / num_heads must be even, got d_model=12 and num_heads=4"):
+        TinyTransformer(10, 12, 4, 1, max_len=8, positions="rope")
+    with pytest.raises(TypeError, match=r"num_kv_heads must be an int, got float 2.0"):
+        TinyTransformer(10, 16, 4, 1, max_len=8, num_kv_heads=2.0)
+    encoder = TinyTransformer(10, 16, 4, 1, max_len=8)
+    with pytest.raises(ValueError, match=r"decode\(\): the model must be a decoder, built with causal=True"):
+        encoder.generate(torch.tensor([[1, 2]]), 3)
+    model = TinyTransformer(10, 16, 4, 1, max_len=8, causal=True)
+    with pytest.raises(ValueError, match=r"would read the prompt \(5 tokens\) and 4 new ones, 9 positions, more than "
+                                         r"its max_len=8"):
+        model.generate(torch.ones(1, 5, dtype=torch.long), 5)
+    assert model.generate(torch.ones(1, 5, dtype=torch.long), 4).shape == (1, 9)  # reads 8 positions: fits
+    with pytest.raises(ValueError, match=r"prompt must hold token ids \(torch.long\) of shape \(b, n\) or \(n,\).*got "
+                                         r"dtype torch.float32"):
+        model.generate(torch.ones(1, 3), 2)
+    with pytest.raises(ValueError, match=r"max_new_tokens must be >= 0, got max_new_tokens=-1"):
+        model.generate(torch.ones(1, 3, dtype=torch.long), -1)
+    with pytest.raises(TypeError, match=r"use_cache must be True or False, got str 'yes'"):
+        model.generate(torch.ones(1, 3, dtype=torch.long), 2, use_cache="yes")
+    with pytest.raises(ValueError, match=r"cache must be one of 'none', 'preallocated', 'concat', 'sliding', got "
+                                         r"cache='ring'"):
+        decode(model, torch.ones(1, 3, dtype=torch.long), 2, cache="ring")
+    with pytest.raises(ValueError, match=r"cache='sliding' needs window="):
+        decode(model, torch.ones(1, 3, dtype=torch.long), 2, cache="sliding")
+    with pytest.raises(ValueError, match=r"window applies only to cache='sliding', got window=3 with "
+                                         r"cache='preallocated'"):
+        decode(model, torch.ones(1, 3, dtype=torch.long), 2, window=3)
+    for name, value in (("num_layers", 0), ("seq_len", -1)):
+        config = dict(num_layers=2, num_kv_heads=2, head_dim=4, seq_len=8) | {name: value}
+        with pytest.raises(ValueError, match=rf"kv_cache_bytes\(\): {name} must be >= 1, got {name}={value}"):
+            al.kv_cache_bytes(**config)
+    with pytest.raises(TypeError, match=r"latent_dim must be an int, got float 0.5"):
+        al.kv_cache_bytes(num_layers=2, num_kv_heads=2, head_dim=4, seq_len=8, latent_dim=0.5)
+    with pytest.raises(TypeError, match=r"count_flops\(\): fn must be callable, got Tensor"):
+        al.count_flops(torch.ones(1))
