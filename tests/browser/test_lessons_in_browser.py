@@ -49,8 +49,24 @@ def test_lab_opens_on_the_lessons(lab_page, screenshot_dir):
     assert lab_page.lab.api("GET", "/lab/api/update") == {"notification": None}
 
 
-def _is_empty(kernels) -> bool:
-    return kernels == []
+# Kernels closed by File > Close and Shut Down whose end is still to be seen: a kernel takes a few seconds to exit,
+# so each lesson checks the previous lesson's kernel once its own has started, instead of idling while it exits.
+CLOSING: dict[str, str] = {}  # kernel id -> lesson
+KERNEL_EXIT_S = 30
+
+
+def _kernel_ids(lab) -> set[str]:
+    return {kernel["id"] for kernel in lab.api("GET", "/api/kernels") or []}
+
+
+def _closed_kernels_gone(lab, timeout: float) -> None:
+    """Wait until every kernel in CLOSING has left the server's kernel list; the timeout names their lessons."""
+    if CLOSING:
+        lessons = ", ".join(sorted(set(CLOSING.values())))
+        lp.wait_until(f"the kernel of {lessons} to shut down after Close and Shut Down", lambda: _kernel_ids(lab),
+                      lambda ids: not ids & CLOSING.keys(), timeout,
+                      why="a kernel to exit (jupyter_client asks it to stop, then waits for the process to end)")
+        CLOSING.clear()
 
 
 def _recover(page, lab) -> None:
@@ -85,6 +101,8 @@ def test_lesson_runs_in_browser(lesson, lab_page, screenshot_dir, session_deadli
     try:
         lp.open_from_file_browser(page, lesson.name, len(expected.cells), cap(FIRST_OPEN_S if first else OPEN_S), why)
         phase("open")
+        _closed_kernels_gone(lab, cap(KERNEL_EXIT_S))  # the previous lesson's kernel, exiting while this one opened
+        phase("previous kernel gone")
         # deep dives are collapsed when a learner opens the lesson; the test opens them to see their outputs
         hidden_at_open = lp.hidden_cells(page)["hidden"]
         lp.expand_deep_dives(page, cap(EXPAND_S), why="opening the collapsed sections")
@@ -107,9 +125,10 @@ def test_lesson_runs_in_browser(lesson, lab_page, screenshot_dir, session_deadli
         page.screenshot(path=str(shot))
         phase("scroll+shot")
 
+        running = _kernel_ids(lab)
         lp.close_and_shut_down(page, timeout=cap(30))
         closed = True
-        lp.wait_until("the lesson's kernel to shut down", lambda: lab.api("GET", "/api/kernels"), _is_empty, cap(30))
+        CLOSING.update(dict.fromkeys(running, lesson.stem))  # checked by the next lesson, or by the last test
         phase("close")
     finally:
         if not closed:
@@ -136,7 +155,10 @@ def test_lesson_runs_in_browser(lesson, lab_page, screenshot_dir, session_deadli
     )
 
 
-def test_nothing_asked_outside_the_machine(lab_page):
-    """Runs last: no request from the lab page left 127.0.0.1 (no news, fonts, CDNs or telemetry)."""
+def test_nothing_asked_outside_the_machine(lab_page, session_deadline):
+    """Runs last: the last lesson's kernel is gone, and no request from the lab page left 127.0.0.1 (no news,
+    fonts, CDNs or telemetry)."""
+    _closed_kernels_gone(lab_page.lab, session_deadline.cap(KERNEL_EXIT_S))
+    assert _kernel_ids(lab_page.lab) == set(), "kernels still running after every lesson was closed"
     outside = sorted({re.sub(r"\?.*", "", url) for url in lab_page.outside_requests})
     assert not outside, f"requests left the machine: {outside}"
