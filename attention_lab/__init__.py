@@ -15,8 +15,9 @@ The folders are the map:
 ``_validation.py``   input validation shared by every module
 ===================  ==============================================================================
 
-Imports point one way: ``reference`` and ``runtime`` need only ``_validation``; ``efficient``, ``generation``,
-``measure`` and ``models`` build on ``core``; ``teaching`` and ``plotting`` build on the rest, never the reverse.
+Imports point one way: ``reference`` and ``runtime`` need only ``_validation``; ``efficient`` and ``generation``
+build on ``core``, ``measure`` on ``core`` and ``efficient``, ``models`` on ``core`` and ``generation``;
+``teaching`` and ``plotting`` build on the rest, never the reverse.
 
 One axis legend for the whole package (every docstring's ``Shape:`` line uses it):
 

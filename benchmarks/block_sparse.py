@@ -55,6 +55,7 @@ DEFAULT_CSV = Path(__file__).resolve().parent / "results" / "block_sparse.csv"
 CSV_FIELDS = ["machine", "logical_cores", "threads", "torch", "date", "load_average", "n", "variant", "fastest_ms",
               "median_ms", "sdpa_time_over_this", "peak_bytes", "rounds"]
 SLIDING = al.BlockLayout.sliding_window(128, neighbours=1)
+SPARSE = "block_sparse_attention sliding(128, neighbours=1)"
 
 
 def make_qkv(n: int, grad: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -91,9 +92,9 @@ def flex_call(flex, n: int, q, k, v):
 def report(label: str, times: dict[str, list[float]], reference: str) -> dict[str, float]:
     medians = {name: statistics.median(ts) for name, ts in times.items()}
     print(f"\n{label}")
-    print(f"{'variant':<44} {'median ms':>10} {'min ms':>9} {'ref/this (median)':>18} {'(min)':>7}")
+    print(f"{'variant':<50} {'median ms':>10} {'min ms':>9} {'ref/this (median)':>18} {'(min)':>7}")
     for name, ts in times.items():
-        print(f"{name:<44} {medians[name] * 1e3:>10.1f} {min(ts) * 1e3:>9.1f} "
+        print(f"{name:<50} {medians[name] * 1e3:>10.1f} {min(ts) * 1e3:>9.1f} "
               f"{medians[reference] / medians[name]:>18.2f} {min(times[reference]) / min(ts):>7.2f}")
     return medians
 
@@ -103,7 +104,7 @@ def target_block_sparse(rounds: int, use_flex: bool) -> None:
     q, k, v = make_qkv(n)
     fns = {
         "F.scaled_dot_product_attention (dense)": lambda: F.scaled_dot_product_attention(q, k, v),
-        "block_sparse_attention sliding(128, w=1)": lambda: al.block_sparse_attention(q, k, v, SLIDING),
+        SPARSE: lambda: al.block_sparse_attention(q, k, v, SLIDING),
     }
     if use_flex:
         flex, reason = compiled_flex()
@@ -124,7 +125,7 @@ def target_block_sparse(rounds: int, use_flex: bool) -> None:
     medians = report(f"target 1: forward at n = {n}, b=1 h={HEADS} d={HEAD_DIM} fp32 "
                      f"(ratio = dense SDPA time / this)", times, "F.scaled_dot_product_attention (dense)")
     if "flex_attention compiled, same layout" in medians:
-        ratio = medians["block_sparse_attention sliding(128, w=1)"] / medians["flex_attention compiled, same layout"]
+        ratio = medians[SPARSE] / medians["flex_attention compiled, same layout"]
         print(f"block-sparse / flex (median): {ratio:.2f} (target <= 1.5)")
     qg, kg, vg = make_qkv(n, grad=True)
     start = time.perf_counter()

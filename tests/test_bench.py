@@ -1,4 +1,4 @@
-"""attention_lab.measure.bench: FLOP counts, the timing helper, the sweep and its command, and the lesson-06 plots.
+"""attention_lab.measure.bench: FLOP counts, the timing helper, the sweep, its CSV and its command.
 
 No assertion here depends on how fast this machine is: timings are only checked to be positive and consistent.
 """
@@ -21,11 +21,12 @@ from attention_lab.measure.bench import (
     format_table,
     loglog_slope,
     matmul_peak_gflops,
+    read_csv,
     run_sweep,
     time_function,
+    write_csv,
 )
 from attention_lab.measure.memory import attention_memory_bytes
-from attention_lab.plotting import plot_bench, plot_memory_vs_length, plot_time_vs_length
 
 
 def test_attention_flops_by_hand():
@@ -122,17 +123,12 @@ def test_every_variant_computes_attention():
         torch.testing.assert_close(fn(q, k, v), expected, atol=1e-5, rtol=1.3e-6, msg=name)
 
 
-def test_blockwise_is_found_when_the_checkout_has_it():
-    found = bench._blockwise()
-    try:
-        from attention_lab.efficient.blockwise import blockwise_attention
-    except ImportError:
-        try:
-            from attention_lab.blocks import blockwise_attention
-        except ImportError:
-            blockwise_attention = None
-    assert found is blockwise_attention
-    assert ("blockwise (attention_lab)" in attention_variants()) == (blockwise_attention is not None)
+def test_the_sweep_compares_naive_blockwise_and_pytorch():
+    from attention_lab.efficient.blockwise import blockwise_attention
+
+    variants = attention_variants()
+    assert list(variants) == ["naive (attention_lab)", "blockwise (attention_lab)", "F.scaled_dot_product_attention"]
+    assert variants["blockwise (attention_lab)"] is blockwise_attention
 
 
 @functools.cache  # three tests read the same small sweep (they never change it): it is run once
@@ -167,10 +163,10 @@ def test_format_table_has_one_line_per_row():
     assert len(table) == 2 + len(rows)
 
 
-def test_command_writes_csv_and_png(tmp_path, capsys):
-    csv_path, png_path = tmp_path / "cost.csv", tmp_path / "cost.png"
+def test_command_writes_a_csv_that_read_csv_reads_back(tmp_path, capsys):
+    csv_path = tmp_path / "cost.csv"
     code = bench.main(["--lengths", "16", "32", "--heads", "1", "--head-dim", "4", "--min-run-time", "0.01",
-                       "--no-progress", "--csv", str(csv_path), "--png", str(png_path)])
+                       "--no-progress", "--csv", str(csv_path)])
     assert code == 0
     out = capsys.readouterr().out
     assert "threads" in out and "matmul peak" in out and "log-log slope" in out
@@ -178,40 +174,21 @@ def test_command_writes_csv_and_png(tmp_path, capsys):
         rows = list(csv.DictReader(handle))
     assert len(rows) == 2 * len(attention_variants())
     assert {"variant", "n", "median_ms", "gflops", "share_of_matmul_peak", "peak_bytes"} <= set(rows[0])
-    assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    typed = read_csv(str(csv_path))
+    assert [(r.variant, r.n) for r in typed] == [(row["variant"], int(row["n"])) for row in rows]
+    assert all(isinstance(r.peak_bytes, int) and isinstance(r.median_ms, float) for r in typed)
+
+
+def test_read_csv_round_trip_and_bad_file(tmp_path):
+    rows = _tiny_sweep()
+    path = tmp_path / "cost.csv"
+    write_csv(rows, str(path))
+    assert read_csv(str(path)) == list(rows)
+    path.write_text("variant,n\nnaive,16\n")
+    with pytest.raises(ValueError, match=r"read_csv\(\): expected a CSV with the columns .*got \['variant', 'n'\]"):
+        read_csv(str(path))
 
 
 def test_command_rejects_unknown_options():
     with pytest.raises(SystemExit):
         bench.main(["--no-such-option"])
-
-
-# ---- plots (lesson 06 section of plotting.py) ----
-
-
-def test_plot_time_vs_length_fits_the_slope_in_the_legend():
-    lengths = [128, 256, 512]
-    fig = plot_time_vs_length(lengths, {"a": [1e-3 * (n / 128) ** 2 for n in lengths]})
-    ax = fig.axes[0]
-    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
-    assert ax.get_xlabel() and ax.get_ylabel() == "time per call (ms)"
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a (slope 2.00)"]
-    with pytest.raises(ValueError, match=r"plot_time_vs_length\(\): expected one value per length"):
-        plot_time_vs_length(lengths, {"a": [1.0]})
-
-
-def test_plot_memory_vs_length_draws_measured_and_predicted():
-    lengths = [64, 128]
-    predicted = [attention_memory_bytes(n, head_dim=8).naive_peak for n in lengths]
-    fig = plot_memory_vs_length(lengths, {"naive": predicted, "sdpa": [0, 100]}, predicted_bytes=predicted)
-    ax = fig.axes[0]
-    assert ax.get_ylabel() == "peak memory (MiB)"
-    assert len(ax.get_lines()) == 3
-    assert "arithmetic" in [t.get_text() for t in ax.get_legend().get_texts()]
-
-
-def test_plot_bench_has_two_panels():
-    fig = plot_bench(_tiny_sweep())
-    assert len(fig.axes) == 2
-    with pytest.raises(ValueError, match="at least one row"):
-        plot_bench([])

@@ -378,7 +378,7 @@ def test_bad_attention_input():
         al.block_sparse_attention(q.long(), k, v, layout)
 
 
-# ---------------------------------------------------------------- block_fill and plot_block_layout
+# ---------------------------------------------------------------- block_fill
 
 
 @pytest.mark.parametrize("n", [1, 50, 64])
@@ -389,41 +389,3 @@ def test_block_fill_counts_pairs_per_block(n):
     padded = F.pad(layout.to_dense(n), (0, -n % 16, 0, -n % 16)).view(len(sizes), 16, len(sizes), 16)
     expected = padded.sum(dim=(1, 3)).double() / (sizes[:, None] * sizes[None, :])
     torch.testing.assert_close(fill, expected)
-
-
-@pytest.mark.parametrize("n", [40, 600])
-def test_plot_block_layout(n):
-    from matplotlib.figure import Figure
-
-    from attention_lab import plotting
-
-    layout = BlockLayout.sliding_window(32, neighbours=1, causal=True)
-    fig = plotting.plot_block_layout(layout, n)
-    assert isinstance(fig, Figure)
-    ax = fig.axes[0]
-    assert f"sparsity {layout.sparsity(n):.3f}" in ax.get_title()
-    assert ax.get_xlabel().startswith("key") and ax.get_ylabel().startswith("query")
-    assert len(fig.axes) == (1 if n <= 512 else 2)  # pairs: a two-swatch legend; shares of blocks: a colorbar
-    assert ax.images[0].get_array().shape == ((n, n) if n <= 512 else (layout.n_blocks(n),) * 2)
-
-
-def test_plot_block_layout_bad_input():
-    from attention_lab import plotting
-
-    with pytest.raises(TypeError, match=r"plot_block_layout\(\): expected an attention_lab.BlockLayout"):
-        plotting.plot_block_layout(torch.ones(4, 4, dtype=torch.bool), 4)
-    with pytest.raises(ValueError, match="n must be an int >= 1"):
-        plotting.plot_block_layout(BlockLayout.local(4), 0)
-
-
-def test_plot_block_layouts_grid():
-    from attention_lab import plotting
-
-    layouts_by_name = {"local": BlockLayout.local(8), "causal": BlockLayout.causal(8),
-                       "strided": BlockLayout.strided(8, 2)}
-    fig = plotting.plot_block_layouts(layouts_by_name, 64, columns=2)
-    panels = [ax for ax in fig.axes if ax.get_visible() and ax.images]
-    assert len(panels) == 3
-    assert panels[1].get_title() == f"causal\nsparsity {BlockLayout.causal(8).sparsity(64):.3f}"
-    with pytest.raises(ValueError, match="at least one layout"):
-        plotting.plot_block_layouts({}, 64)

@@ -415,33 +415,3 @@ def test_combine_masks():
         al.combine_masks(c, al.causal_mask(4))
     with pytest.raises(TypeError, match="masks\\[1\\] must be a bool"):
         al.combine_masks(c, c.float())
-
-
-# ---------------------------------------------------------------- plot_mask
-
-
-def test_plot_mask_every_mask_of_the_lesson():
-    from matplotlib.figure import Figure
-
-    from attention_lab.plotting import plot_mask
-
-    masks = [al.causal_mask(4, 6), al.padding_mask([3, 1]), al.sliding_window_mask(50, 3),
-             al.expand_mask(al.causal_mask(3), 1, 1), al.as_key_mask(al.padding_mask([2]))]
-    for m in masks:
-        fig = plot_mask(m)
-        assert isinstance(fig, Figure) and len(fig.axes) == 1  # the grid, with a legend instead of a colorbar
-    ax = fig.axes[0]
-    assert ax.get_xlabel() == "key position j" and ax.get_ylabel() == "query position i"
-    fig = plot_mask(al.causal_mask(3), ["a", "b", "c"], ["a", "b", "c"])
-    assert fig.axes[0].get_title() == "6 of 9 (query, key) pairs allowed"
-    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["may attend", "hidden"]
-    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["a", "b", "c"]
-
-
-def test_plot_mask_refuses_non_bool_and_batched():
-    from attention_lab.plotting import plot_mask
-
-    with pytest.raises(TypeError, match="plot_mask\\(\\): expected a bool mask.*torch.int64"):
-        plot_mask(al.causal_mask(3).long())
-    with pytest.raises(ValueError, match="plot_mask\\(\\): expected a 2-D"):
-        plot_mask(al.expand_mask(al.causal_mask(3), 2, 2))

@@ -49,8 +49,8 @@ def test_attention_memory_bytes_matches_hand_arithmetic(dtype, item):
     assert m.naive_peak == m.scores + m.weights + m.output
 
 
-def test_the_seed_numbers():
-    assert attention_memory_bytes(2048, head_dim=64).weights == 16 * 2**20  # the seed's "16 MB" at n = 2048
+def test_the_numbers_lesson_06_quotes():
+    assert attention_memory_bytes(2048, head_dim=64).weights == 16 * 2**20  # one n x n float32 matrix at n = 2048
     assert attention_memory_bytes(512, head_dim=64).weights // FLOAT32 == 262_144  # 512^2 similarity scores
     assert attention_memory_bytes(100, head_dim=8).qkv == 3 * 100 * 8 * FLOAT32  # 3 * n * d values per head
 
@@ -134,7 +134,7 @@ def test_naive_attention_peak_is_exact(n, heads, d):
     torch.testing.assert_close(r.result, F.scaled_dot_product_attention(q, k, v))
 
 
-def test_issue_example_2048_tokens_8_heads():
+def test_naive_attention_at_2048_tokens_8_heads_holds_two_matrices_and_the_output():
     q, k, v = torch.randn(3, 1, 8, 2048, 64).unbind(0)  # (b, h, i, d) each
     assert measure_peak_memory(naive_attention, q, k, v).peak_bytes == 260 * 2**20
     # One expression frees the scores before the output exists: one matrix less... plus a few bytes of scalars.

@@ -1,17 +1,14 @@
-"""MultiHeadAttention against nn.MultiheadAttention and an fp64 loop over heads; from_torch/to_torch; errors;
-plot_heads."""
+"""MultiHeadAttention against nn.MultiheadAttention and an fp64 loop over heads; from_torch/to_torch; errors."""
 
 import math
 
-import matplotlib.pyplot as plt
 import pytest
 import torch
 from _tolerances import TOL
-from matplotlib.figure import Figure
 from torch import nn
 
 import attention_lab as al
-from attention_lab import MultiHeadAttention, plotting
+from attention_lab import MultiHeadAttention, reference
 from attention_lab import masks as M
 
 F32 = TOL[torch.float32]
@@ -19,7 +16,8 @@ F64 = TOL[torch.float64]
 
 
 def loop_over_heads(mha, query, key, value, mask=None):
-    """The definition, one head at a time in fp64: slice each head's rows of W^q, W^k, W^v, attend, concat.
+    """The definition, one head at a time in fp64: slice each head's rows of W^q, W^k, W^v, attend with the plain
+    attention of attention_lab.reference, concatenate.
 
     A query with no allowed key gets 0 (then the output bias)."""
     q_w, k_w, v_w, o_w = (p.weight.double() for p in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj))
@@ -35,11 +33,8 @@ def loop_over_heads(mha, query, key, value, mask=None):
         q = query @ q_w[rows].T + (biases[0][rows] if biases[0] is not None else 0)  # (b, i, d)
         k = key @ k_w[rows].T + (biases[1][rows] if biases[1] is not None else 0)  # (b, j, d)
         v = value @ v_w[rows].T + (biases[2][rows] if biases[2] is not None else 0)  # (b, j, d)
-        scores = q @ k.transpose(1, 2) / math.sqrt(d)  # (b, i, j)
-        if mask is not None:
-            scores = scores.masked_fill(~mask[:, head], float("-inf"))
-        weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # (b, i, j)
-        heads.append(weights @ v)
+        out, weights = reference.attention(q, k, v, None if mask is None else mask[:, head])  # (b, i, d), (b, i, j)
+        heads.append(out)
         all_weights.append(weights)
     out = torch.cat(heads, dim=-1) @ o_w.T + (biases[3] if biases[3] is not None else 0)  # (b, i, e)
     return out, torch.stack(all_weights, dim=1)  # (b, i, e), (b, h, i, j)
@@ -366,88 +361,3 @@ def test_bad_masks_get_clear_errors():
 
 def test_exported_names():
     assert "MultiHeadAttention" in al.__all__ and al.MultiHeadAttention is MultiHeadAttention
-    assert "plot_heads" in plotting.__all__
-
-
-# ---- plot_heads ----
-
-def _colorbars(fig):
-    return [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
-
-
-def _panels(fig):
-    return [ax for ax in fig.axes if ax.images and ax.get_label() != "<colorbar>"]
-
-
-def _tick_texts(labels):
-    return [t.get_text() for t in labels if t.get_visible()]
-
-
-def test_plot_heads_grid_with_shared_scale_and_one_colorbar():
-    tokens = ["the", "cat", "sat", "on", "mat"]
-    weights = torch.softmax(torch.randn(1, 4, 5, 5), dim=-1)  # (b=1, h, i, j) as the module returns it
-    before = plt.get_fignums()
-    fig = plotting.plot_heads(weights, tokens, title="four heads")
-    assert isinstance(fig, Figure) and plt.get_fignums() == before
-    panels = _panels(fig)
-    assert [ax.get_title() for ax in panels] == ["head 0", "head 1", "head 2", "head 3"]
-    assert len(_colorbars(fig)) == 1
-    limits = {ax.images[0].get_clim() for ax in panels}
-    assert limits == {(0.0, float(weights.max()))}, "every panel must share one colour scale"
-    for head, ax in enumerate(panels):
-        torch.testing.assert_close(torch.as_tensor(ax.images[0].get_array()), weights[0, head])
-    assert [t.get_text() for t in panels[0].get_yticklabels()] == tokens
-    assert [t.get_text() for t in panels[3].get_xticklabels()] == tokens
-    assert panels[0].get_ylabel() == "query i" and panels[0].get_xlabel() == "key j"
-    assert fig._suptitle.get_text() == "four heads"
-    fig.savefig(__import__("io").BytesIO(), format="png")
-
-
-def test_plot_heads_wraps_rows_and_hides_spare_cells():
-    fig = plotting.plot_heads(torch.rand(6, 3, 4), ["a", "b", "c"], ["w", "x", "y", "z"])
-    panels = _panels(fig)
-    assert len(panels) == 6 and len(fig.axes) == 8 + 1  # 2 x 4 grid, 2 spare cells, 1 colorbar
-    assert [t.get_text() for t in panels[5].get_xticklabels()] == ["w", "x", "y", "z"]
-    assert not any(ax.axison for ax in fig.axes if not ax.images and ax.get_label() != "<colorbar>")
-
-
-def test_plot_heads_layers_by_heads():
-    layers = [torch.rand(1, 3, 4, 4), torch.rand(1, 3, 4, 4)]  # per-layer weights of one sentence
-    for weights in (layers, torch.stack([w[0] for w in layers])):
-        fig = plotting.plot_heads(weights, list("abcd"))
-        panels = _panels(fig)
-        assert len(panels) == 6 and len(_colorbars(fig)) == 1
-        assert panels[0].get_ylabel() == "layer 0\nquery i" and panels[3].get_ylabel() == "layer 1\nquery i"
-        assert [ax.get_title() for ax in panels[:3]] == ["head 0", "head 1", "head 2"]
-        torch.testing.assert_close(torch.as_tensor(panels[4].images[0].get_array()), layers[1][0, 1])
-        assert len({ax.images[0].get_clim() for ax in panels}) == 1
-
-
-def test_plot_heads_into_given_axes():
-    fig, axes = plt.subplots(1, 2)
-    try:
-        out = plotting.plot_heads(torch.rand(2, 3, 3), ax=axes)
-        assert out is fig and all(ax.images for ax in axes)
-        with pytest.raises(ValueError, match=r"ax must hold one Axes per panel, got 2 Axes for 1 layer\(s\) x "
-                                             r"3 head\(s\) = 3 panels"):
-            plotting.plot_heads(torch.rand(3, 3, 3), ax=axes)
-    finally:
-        plt.close(fig)
-
-
-def test_plot_heads_bad_input():
-    with pytest.raises(ValueError, match=r"plot_heads\(\): expected weights of shape \(h, i, j\) or "
-                                         r"\(layers, h, i, j\), got shape \(4, 4\)"):
-        plotting.plot_heads(torch.rand(4, 4))
-    with pytest.raises(ValueError, match=r"got shape \(2, 2, 3, 4, 4\); for a batch"):
-        plotting.plot_heads(torch.rand(2, 2, 3, 4, 4))
-    with pytest.raises(TypeError, match=r"expected floating-point attention weights, got dtype torch.bool"):
-        plotting.plot_heads(torch.ones(2, 3, 3, dtype=torch.bool))
-    with pytest.raises(ValueError, match=r"labels must have one entry per position, got 2 labels for 3"):
-        plotting.plot_heads(torch.rand(2, 3, 3), ["a", "b"])
-    with pytest.raises(ValueError, match=r"all of one shape"):
-        plotting.plot_heads([torch.rand(2, 3, 3), torch.rand(3, 3, 3)])
-    with pytest.raises(TypeError, match=r"expected a torch.Tensor of weights, got ndarray"):
-        plotting.plot_heads(torch.rand(2, 3, 3).numpy())
-    with pytest.raises(ValueError, match=r"ncols must be a positive int"):
-        plotting.plot_heads(torch.rand(2, 3, 3), ncols=0)

@@ -1,11 +1,13 @@
-"""Bool masks are drawn with a two-swatch legend (may attend / hidden) whose colours are the cells' colours, not a
-gradient colorbar; block layouts likewise while they are bool; heads and layers are titled from 0."""
+"""plot_mask, plot_positions and plot_rnn_vs_attention. Bool masks are drawn with a two-swatch legend (may attend /
+hidden) whose colours are the cells' colours, not a gradient colorbar; block layouts likewise while they are bool;
+heads and layers are titled from 0."""
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
 from matplotlib.colors import to_rgba
+from matplotlib.figure import Figure
 
 import attention_lab as al
 from attention_lab import plotting
@@ -92,3 +94,36 @@ def test_plot_heads_counts_heads_and_layers_from_zero():
                                                    "layer 1, head 1"]
     finally:
         plt.close(fig)
+
+
+def test_plot_mask_every_mask_of_the_lesson():
+    masks = [al.causal_mask(4, 6), al.padding_mask([3, 1]), al.sliding_window_mask(50, 3),
+             al.expand_mask(al.causal_mask(3), 1, 1), al.as_key_mask(al.padding_mask([2]))]
+    for m in masks:
+        fig = plotting.plot_mask(m)
+        assert isinstance(fig, Figure) and len(fig.axes) == 1  # the grid, with a legend instead of a colorbar
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "key position j" and ax.get_ylabel() == "query position i"
+    fig = plotting.plot_mask(al.causal_mask(3), ["a", "b", "c"], ["a", "b", "c"])
+    assert fig.axes[0].get_title() == "6 of 9 (query, key) pairs allowed"
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["may attend", "hidden"]
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["a", "b", "c"]
+
+
+def test_plot_mask_refuses_non_bool_and_batched():
+    with pytest.raises(TypeError, match="plot_mask\\(\\): expected a bool mask.*torch.int64"):
+        plotting.plot_mask(al.causal_mask(3).long())
+    with pytest.raises(ValueError, match="plot_mask\\(\\): expected a 2-D"):
+        plotting.plot_mask(al.expand_mask(al.causal_mask(3), 2, 2))
+
+
+def test_plot_positions_and_rnn_vs_attention():
+    fig = plotting.plot_positions(al.sinusoidal_positions(32, 16))
+    assert isinstance(fig, Figure) and len(fig.axes) == 2
+    assert fig.axes[0].get_ylabel() == "position p"
+    fig = plotting.plot_rnn_vs_attention([16, 32, 64], [1e-3, 2e-3, 4e-3], [1e-4, 1.5e-4, 3e-4])
+    ax = fig.axes[0]
+    assert len(ax.get_lines()) == 2 and ax.get_xlabel() == "sequence length n"
+    assert ax.get_lines()[0].get_ydata()[0] == pytest.approx(1.0)  # drawn in ms
+    with pytest.raises(ValueError, match="plot_rnn_vs_attention\\(\\): expected one time per length"):
+        plotting.plot_rnn_vs_attention([16, 32], [1.0], [1.0, 2.0])

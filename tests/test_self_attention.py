@@ -290,19 +290,3 @@ def test_positions_properties():
 def test_positions_bad_input(kwargs, error, match):
     with pytest.raises(error, match="sinusoidal_positions\\(\\): " + match):
         al.sinusoidal_positions(**kwargs)
-
-
-def test_plot_positions_and_rnn_vs_attention():
-    from matplotlib.figure import Figure
-
-    from attention_lab.plotting import plot_positions, plot_rnn_vs_attention
-
-    fig = plot_positions(al.sinusoidal_positions(32, 16))
-    assert isinstance(fig, Figure) and len(fig.axes) == 2
-    assert fig.axes[0].get_ylabel() == "position p"
-    fig = plot_rnn_vs_attention([16, 32, 64], [1e-3, 2e-3, 4e-3], [1e-4, 1.5e-4, 3e-4])
-    ax = fig.axes[0]
-    assert len(ax.get_lines()) == 2 and ax.get_xlabel() == "sequence length n"
-    assert ax.get_lines()[0].get_ydata()[0] == pytest.approx(1.0)  # drawn in ms
-    with pytest.raises(ValueError, match="plot_rnn_vs_attention\\(\\): expected one time per length"):
-        plot_rnn_vs_attention([16, 32], [1.0], [1.0, 2.0])

@@ -1,9 +1,10 @@
 """Multi-head attention (多头注意力), equal to ``torch.nn.MultiheadAttention`` and loadable from it.
 
-Lee's notation: each token's query q^i is projected into one query per head, q^{i,1}, q^{i,2}, ...,
-q^{i,h} (likewise k^{j,h}, v^{j,h}); head h attends with its own q^{i,h} . k^{j,h} and produces b^{i,h};
-the heads' outputs are concatenated and mixed by the output projection W^o. In code the h heads are one
-wide projection of size e = h*d whose columns are split into h groups of d: ``'b n (h d) -> b h n d'``.
+Lee's notation: each token's query q^i is projected into one query per head, q^{i,0}, q^{i,1}, ...,
+q^{i,h-1} (likewise k^{j,m}, v^{j,m}; heads are counted from 0); head m attends with its own q^{i,m} . k^{j,m}
+and produces b^{i,m}; the heads' outputs are concatenated and mixed by the output projection W^o. In code the h
+heads are one wide projection of size e = h*d whose columns are split into h groups of d:
+``'b n (h d) -> b h n d'``.
 Heads cost no extra parameters or FLOPs compared with one big head of size e; they only change which dot
 products are taken.
 """

@@ -2,7 +2,7 @@
 
     python -m attention_lab.measure.bench                 # default sweep (under a minute on a 2-core laptop)
     python -m attention_lab.measure.bench --quick         # smaller sweep (under 15 s)
-    python -m attention_lab.measure.bench --csv cost.csv --png cost.png
+    python -m attention_lab.measure.bench --csv cost.csv  # then plotting.plot_bench(read_csv("cost.csv"))
 
 Times are medians of ``torch.utils.benchmark`` runs after a warm-up call, with the thread count stated. Each variant
 is also set against a rough reference ceiling: the GFLOP/s one large matrix multiplication reaches here (its best
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -27,6 +26,7 @@ from torch.utils import benchmark
 
 from .._validation import check_number, check_positive_int, fail
 from ..core.functional import scaled_dot_product_attention
+from ..efficient.blockwise import blockwise_attention
 from .memory import measure_peak_memory
 
 __all__ = [
@@ -38,8 +38,10 @@ __all__ = [
     "loglog_slope",
     "main",
     "matmul_peak_gflops",
+    "read_csv",
     "run_sweep",
     "time_function",
+    "write_csv",
 ]
 
 DEFAULT_LENGTHS = (128, 256, 512, 1024, 2048)
@@ -140,31 +142,16 @@ def loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(lx, ly)) / var
 
 
-def _blockwise() -> Callable[..., torch.Tensor] | None:
-    """The library's blockwise attention, when this checkout has it (it arrives with lesson 07)."""
-    for module in ("attention_lab.blocks", "attention_lab.efficient.blockwise"):
-        try:
-            found = getattr(importlib.import_module(module), "blockwise_attention", None)
-        except ImportError:
-            continue
-        if found is not None:
-            return found
-    return None
-
-
 def attention_variants() -> dict[str, Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]]:
     """The attention implementations the sweep compares, by name; each maps q, k, v to the output.
 
     Shape: q ``(b, h, i, d)``, k and v ``(b, h, j, d)`` -> output ``(b, h, i, d)``.
     """
-    variants: dict[str, Callable[..., torch.Tensor]] = {
+    return {
         "naive (attention_lab)": lambda q, k, v: scaled_dot_product_attention(q, k, v)[0],
+        "blockwise (attention_lab)": blockwise_attention,
+        "F.scaled_dot_product_attention": F.scaled_dot_product_attention,
     }
-    blockwise = _blockwise()
-    if blockwise is not None:
-        variants["blockwise (attention_lab)"] = blockwise
-    variants["F.scaled_dot_product_attention"] = F.scaled_dot_product_attention
-    return variants
 
 
 @dataclass(frozen=True)
@@ -239,12 +226,25 @@ def _slopes(rows: Sequence[BenchRow]) -> dict[str, float]:
 
 
 def write_csv(rows: Sequence[BenchRow], path: str) -> None:
+    """The sweep as CSV, one row per variant and length, a header of :class:`BenchRow`'s field names."""
     names = [f.name for f in fields(BenchRow)]
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=names)
         writer.writeheader()
         for r in rows:
             writer.writerow(asdict(r))
+
+
+def read_csv(path: str) -> list[BenchRow]:
+    """The rows :func:`write_csv` wrote, typed again (for ``plotting.plot_bench`` or another table)."""
+    types = {f.name: f.type for f in fields(BenchRow)}
+    convert = {"str": str, "int": int, "float": float}
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        if set(reader.fieldnames or ()) != set(types):
+            fail("read_csv", f"expected a CSV with the columns {sorted(types)}, got {reader.fieldnames}; read a file "
+                             "written by write_csv() or `python -m attention_lab.measure.bench --csv`")
+        return [BenchRow(**{name: convert[types[name]](value) for name, value in row.items()}) for row in reader]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -259,7 +259,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     parser.add_argument("--min-run-time", type=float, help="seconds of timed runs per point (default 0.2, quick 0.05)")
     parser.add_argument("--csv", metavar="PATH", help="write the table as CSV")
-    parser.add_argument("--png", metavar="PATH", help="draw time and memory against n into a PNG")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
 
@@ -283,11 +282,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.csv:
         write_csv(rows, args.csv)
         print(f"wrote {args.csv}")
-    if args.png:
-        from ..plotting import plot_bench
-
-        plot_bench(rows).savefig(args.png)
-        print(f"wrote {args.png}")
     return 0
 
 

@@ -350,7 +350,7 @@ def available_memory_bytes(device: torch.device | str | None = None) -> int:
 
 
 def memory_report(device: torch.device | str | None = None) -> str:
-    """A few lines on memory now, on any device (the seed's CUDA-only printer, generalised).
+    """A few lines on memory now, on any device (CUDA or CPU).
 
     CUDA: tensor memory allocated, reserved by the caching allocator, the peak since the last reset, and the
     device's free/total memory. CPU: PyTorch keeps no running total of CPU tensor bytes, so the report gives the

@@ -1,8 +1,9 @@
-"""A small, transparent training loop for the toy tasks: the optimizer, the warmup schedule, and what it records.
+"""A small, transparent training loop for the toy tasks: the optimizer, the loop, and what it records.
 
 ``train(model, task, steps=..., lr=...)`` draws a fresh batch every step (so the accuracy it records is measured on
 sequences the model has never seen), and returns a :class:`History` with, per step: the loss, the token accuracy,
-the learning rate, the gradient norm (total and per layer, before clipping) and the weight norm.
+the learning rate, the gradient norm (total and per layer, before clipping) and the weight norm. The learning rate
+follows :func:`~attention_lab.models.schedule.warmup_schedule` (also importable from here).
 
 Weight decay applies to the matrices (every parameter with two or more dimensions: projections, embeddings, the
 output layer), not to biases and LayerNorm gains, as is usual; ``History.weight_norm`` is the norm of those matrices.
@@ -21,56 +22,13 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .._validation import check_choice, check_number, check_positive_int, fail
+from .schedule import SCHEDULES, WarmupSchedule, warmup_schedule
 from .tasks import IGNORE_INDEX, make_generator
 
 __all__ = ["OPTIMIZERS", "SCHEDULES", "History", "WarmupSchedule", "evaluate", "make_optimizer", "train",
            "warmup_schedule"]
 
 OPTIMIZERS = ("adamw", "adam_l2")
-SCHEDULES = ("constant", "linear", "cosine")
-
-
-@dataclass(frozen=True)
-class WarmupSchedule:
-    """The learning-rate factor at each step: a linear warmup, then constant, linear decay or cosine decay.
-
-    ``factor(step)`` for step ``0, 1, ...``: ``(step + 1) / warmup_steps`` during the warmup (so the first step
-    already moves), then ``1`` (constant), ``1 - p`` (linear) or ``(1 + cos(pi p)) / 2`` (cosine), where
-    ``p = (step - warmup_steps) / (total_steps - warmup_steps)`` runs from 0 to 1 after the warmup.
-    It is a plain function of the step, so it works with any optimizer through
-    ``torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)``.
-
-    Shape: step (an int) -> factor (a float in [0, 1]).
-    """
-
-    warmup_steps: int
-    total_steps: int
-    schedule: str = "constant"
-
-    def __call__(self, step: int) -> float:
-        if step < self.warmup_steps:
-            return (step + 1) / self.warmup_steps
-        if self.schedule == "constant":
-            return 1.0
-        progress = min(1.0, (step - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps))
-        if self.schedule == "linear":
-            return 1.0 - progress
-        return 0.5 * (1.0 + math.cos(math.pi * progress))
-
-
-def warmup_schedule(warmup_steps: int, total_steps: int, schedule: str = "constant") -> WarmupSchedule:
-    """A :class:`WarmupSchedule`: ``warmup_steps`` of linear warmup, then ``schedule`` until ``total_steps``.
-
-    Use it with any optimizer: ``LambdaLR(optimizer, warmup_schedule(100, 1000, "cosine"))``, then call
-    ``scheduler.step()`` after each ``optimizer.step()``.
-
-    Shape: step (an int) -> factor (a float in [0, 1]).
-    """
-    fn = "warmup_schedule"
-    check_positive_int(fn, "warmup_steps", warmup_steps, minimum=0)
-    check_positive_int(fn, "total_steps", total_steps, minimum=1)
-    check_choice(fn, "schedule", schedule, SCHEDULES)
-    return WarmupSchedule(warmup_steps, total_steps, schedule)
 
 
 def _decayed(parameters: Iterable[tuple[str, nn.Parameter]]) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
@@ -189,6 +147,40 @@ def train(
     Shape: ``model(tokens)`` maps ``(b, i)`` token ids to ``(b, i, vocab)`` logits; ``task.sample`` gives
     ``(b, i)`` tokens and targets.
     """
+    clip_grad_norm = _check_train_arguments(model, task, steps=steps, warmup_steps=warmup_steps, seed=seed,
+                                            batch_size=batch_size, schedule=schedule, clip_grad_norm=clip_grad_norm)
+    opt = make_optimizer(model, optimizer, lr=lr, weight_decay=weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(opt, warmup_schedule(warmup_steps, steps, schedule))
+    generator = make_generator(seed)
+    device = next(model.parameters()).device
+    watched = _watch(model)
+    history = History(config={"optimizer": optimizer, "lr": lr, "weight_decay": weight_decay,
+                              "warmup_steps": warmup_steps, "schedule": schedule, "clip_grad_norm": clip_grad_norm,
+                              "steps": steps, "seed": seed, "batch_size": batch_size},
+                      layer_grad_norm={name: [] for name in watched.layer_names})
+    model.train()
+    start = time.perf_counter()
+    bar = tqdm(range(steps), desc=f"training ({getattr(task, 'name', 'task')})", disable=not progress,
+               leave=False)
+    for step in bar:
+        tokens, targets = (t.to(device) for t in task.sample(batch_size, generator=generator))
+        history.lr.append(opt.param_groups[0]["lr"])  # the rate this step uses
+        loss, accuracy, grad_sq = _train_step(model, opt, tokens, targets, watched.params, clip_grad_norm)
+        scheduler.step()
+        _record(history, step, loss, accuracy, grad_sq, watched, clip_grad_norm, time.perf_counter() - start)
+        if progress and step % 10 == 0:
+            bar.set_postfix(loss=f"{loss:.3f}", acc=f"{accuracy:.2f}", refresh=False)
+        if not math.isfinite(loss):
+            history.diverged = True
+            break
+    bar.close()
+    model.eval()
+    return history
+
+
+def _check_train_arguments(model: object, task: object, *, steps: int, warmup_steps: int, seed: int,
+                           batch_size: int, schedule: str, clip_grad_norm: float | None) -> float | None:
+    """Check train()'s arguments (the optimizer's are checked by make_optimizer); return clip_grad_norm as a float."""
     fn = "train"
     if not isinstance(model, nn.Module):
         fail(fn, f"model must be a torch.nn.Module, got {type(model).__name__}", TypeError)
@@ -200,63 +192,67 @@ def train(
     check_positive_int(fn, "seed", seed, minimum=0)
     check_positive_int(fn, "batch_size", batch_size, minimum=1)
     check_choice(fn, "schedule", schedule, SCHEDULES)
-    if clip_grad_norm is not None:
-        clip_grad_norm = check_number(fn, "clip_grad_norm", clip_grad_norm, low=0, low_open=True)
-    opt = make_optimizer(model, optimizer, lr=lr, weight_decay=weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(opt, warmup_schedule(warmup_steps, steps, schedule))
-    generator = make_generator(seed)
-    device = next(model.parameters()).device
+    if clip_grad_norm is None:
+        return None
+    return check_number(fn, "clip_grad_norm", clip_grad_norm, low=0, low_open=True)
+
+
+@dataclass(frozen=True)
+class _Watched:
+    """The parameters train() reports on: every trainable one, the layer each belongs to, the decayed matrices."""
+
+    params: list[nn.Parameter]
+    layer_names: list[str]
+    layer_index: torch.Tensor  # (parameters,): position of each parameter's layer in layer_names
+    matrices: list[nn.Parameter]
+
+
+def _watch(model: nn.Module) -> _Watched:
     named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
     layer_names = list(dict.fromkeys(_layer_of(name) for name, _ in named))
     layer_index = torch.tensor([layer_names.index(_layer_of(name)) for name, _ in named])
-    matrices = _decayed(named)[0]
+    return _Watched([p for _, p in named], layer_names, layer_index, _decayed(named)[0])
 
-    history = History(config={"optimizer": optimizer, "lr": lr, "weight_decay": weight_decay,
-                              "warmup_steps": warmup_steps, "schedule": schedule, "clip_grad_norm": clip_grad_norm,
-                              "steps": steps, "seed": seed, "batch_size": batch_size},
-                      layer_grad_norm={name: [] for name in layer_names})
-    model.train()
-    start = time.perf_counter()
-    bar = tqdm(range(steps), desc=f"training ({getattr(task, 'name', 'task')})", disable=not progress,
-               leave=False)
-    for step in bar:
-        tokens, targets = (t.to(device) for t in task.sample(batch_size, generator=generator))
-        logits = model(tokens)
-        loss, accuracy = _loss_and_accuracy(logits, targets)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        with torch.no_grad():
-            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for _, p in named]
-            grad_sq = torch.stack(torch._foreach_norm(grads)).cpu().pow(2)  # one value per parameter tensor
-            per_layer = torch.zeros(len(layer_names), dtype=grad_sq.dtype).index_add_(0, layer_index, grad_sq)
-        if clip_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_([p for _, p in named], clip_grad_norm)
-        history.lr.append(opt.param_groups[0]["lr"])
-        opt.step()
-        scheduler.step()
-        with torch.no_grad():
-            weight_norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(matrices))
-                                                   ) if matrices else torch.zeros(())
-        loss_value, accuracy_value, weight_value = (float(v.detach()) for v in (loss, accuracy, weight_norm))
-        history.step.append(step)
-        history.loss.append(loss_value)
-        history.accuracy.append(accuracy_value)
-        grad_norm = float(grad_sq.sum().sqrt())
-        history.grad_norm.append(grad_norm)
-        history.clipped_grad_norm.append(grad_norm if clip_grad_norm is None else
-                                         grad_norm * min(1.0, clip_grad_norm / (grad_norm + 1e-6)))
-        history.weight_norm.append(weight_value)
-        for name, value in zip(layer_names, per_layer.sqrt().tolist()):
-            history.layer_grad_norm[name].append(value)
-        history.seconds.append(time.perf_counter() - start)
-        if progress and step % 10 == 0:
-            bar.set_postfix(loss=f"{loss_value:.3f}", acc=f"{accuracy_value:.2f}", refresh=False)
-        if not math.isfinite(loss_value):
-            history.diverged = True
-            break
-    bar.close()
-    model.eval()
-    return history
+
+def _train_step(model: nn.Module, opt: torch.optim.Optimizer, tokens: torch.Tensor, targets: torch.Tensor,
+                params: list[nn.Parameter], clip_grad_norm: float | None) -> tuple[float, float, torch.Tensor]:
+    """One optimizer step; returns the loss, the token accuracy and the squared gradient norms before clipping.
+
+    Shape: tokens and targets ``(b, i)``; the norms ``(parameters,)``.
+    """
+    loss, accuracy = _loss_and_accuracy(model(tokens), targets)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_sq = _squared_norms([p.grad if p.grad is not None else torch.zeros_like(p) for p in params])
+    if clip_grad_norm is not None:
+        torch.nn.utils.clip_grad_norm_(params, clip_grad_norm)
+    opt.step()
+    return float(loss.detach()), float(accuracy), grad_sq
+
+
+@torch.no_grad()
+def _squared_norms(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """The squared L2 norm of each tensor, on the CPU. Shape: ``(len(tensors),)``."""
+    if not tensors:
+        return torch.zeros(0)
+    return torch.stack([torch.linalg.vector_norm(t) for t in tensors]).cpu().pow(2)
+
+
+def _record(history: History, step: int, loss: float, accuracy: float, grad_sq: torch.Tensor, watched: _Watched,
+            clip_grad_norm: float | None, seconds: float) -> None:
+    """Append one step's figures to ``history``: gradient norms in total and per layer, the weights' norm."""
+    per_layer = torch.zeros(len(watched.layer_names), dtype=grad_sq.dtype).index_add_(0, watched.layer_index, grad_sq)
+    grad_norm = float(grad_sq.sum().sqrt())
+    history.step.append(step)
+    history.loss.append(loss)
+    history.accuracy.append(accuracy)
+    history.grad_norm.append(grad_norm)
+    history.clipped_grad_norm.append(grad_norm if clip_grad_norm is None else
+                                     grad_norm * min(1.0, clip_grad_norm / (grad_norm + 1e-6)))
+    history.weight_norm.append(float(_squared_norms(watched.matrices).sum().sqrt()))
+    for name, value in zip(watched.layer_names, per_layer.sqrt().tolist()):
+        history.layer_grad_norm[name].append(value)
+    history.seconds.append(seconds)
 
 
 @torch.no_grad()

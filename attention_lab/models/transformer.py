@@ -4,8 +4,8 @@ Token and learned position embeddings, ``num_layers`` blocks of (multi-head self
 wrapped in a residual connection with LayerNorm (层归一化) placed
 
 * ``norm="pre"``: before each sublayer, ``x + f(LN(x))`` (GPT-2 and most models since; a final LayerNorm follows),
-* ``norm="post"``: after the residual sum, ``LN(x + f(x))`` (the original Transformer, and the seed's advice "put
-  LayerNorm right after the attention layer"),
+* ``norm="post"``: after the residual sum, ``LN(x + f(x))`` (the original Transformer, and the advice "put LayerNorm
+  right after the attention layer" of the article the lessons follow),
 * ``norm="none"``: no normalisation at all (for comparison).
 
 ``causal=True`` lets position i attend only to positions j <= i (a decoder); the default lets every position see

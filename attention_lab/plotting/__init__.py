@@ -2,11 +2,12 @@
 
 Every function takes an optional ``ax=``, returns the ``Figure`` and never calls ``plt.show()`` or touches global
 matplotlib state: without ``ax`` it builds a standalone ``matplotlib.figure.Figure`` (not registered with pyplot),
-which Jupyter shows when it is the cell's last value. Colormaps are perceptually uniform and colorblind-safe
-(viridis for weights, cividis for masks).
+which Jupyter draws when it is the cell's last value once the inline backend is on (``%matplotlib inline``, the
+first line of every lesson's setup cell). Importing this package changes no display setting. Colormaps are
+perceptually uniform and colorblind-safe (viridis for weights, cividis for masks).
 """
 
-from ._base import MASK_CMAP, WEIGHTS_CMAP, _show_figures_in_ipython  # noqa: F401 (colormap names for callers)
+from ._base import MASK_CMAP, WEIGHTS_CMAP  # noqa: F401 (colormap names for callers)
 from ._blocks import plot_block_layout, plot_block_layouts
 from ._cost import plot_bench, plot_memory_vs_length, plot_time_vs_length
 from ._generation import plot_cache_memory, plot_generation_speed, plot_rope_rotation
@@ -44,5 +45,3 @@ __all__ = [
     "plot_rope_rotation",
     "position_labels",
 ]
-
-_show_figures_in_ipython()

@@ -1,8 +1,7 @@
-"""Shared parts of the plot functions: figure creation, matrix input, token ticks, Jupyter display."""
+"""Shared parts of the plot functions: figure creation, matrix input, token ticks, axis labels."""
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 
 import torch
@@ -12,33 +11,6 @@ from matplotlib.figure import Figure
 WEIGHTS_CMAP = "viridis"
 MASK_CMAP = "cividis"
 _MAX_LABELLED_TICKS = 40  # beyond this many tokens, label every k-th position by index instead
-
-
-def _figure_png(fig: Figure) -> bytes:
-    buffer = io.BytesIO()
-    fig.canvas.print_figure(buffer, format="png", bbox_inches="tight")
-    return buffer.getvalue()
-
-
-def _show_figures_in_ipython() -> None:
-    """Let Jupyter draw a returned ``Figure`` even when pyplot was never imported.
-
-    Our figures are not registered with pyplot, so the inline backend does not know them until a learner imports
-    pyplot; without this, a lesson that only calls ``plot_*`` would show ``<Figure size ...>`` instead of the image.
-    Only IPython's display table is touched, and only when nothing else draws ``Figure`` objects yet.
-    """
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    shell = get_ipython()
-    if shell is None or not hasattr(shell, "display_formatter"):
-        return
-    png = shell.display_formatter.formatters["image/png"]
-    if Figure not in png.type_printers:
-        png.for_type(Figure, _figure_png)
-
-
 
 
 def _new_axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:

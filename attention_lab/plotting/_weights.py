@@ -55,8 +55,6 @@ def plot_attention(
     return fig
 
 
-
-
 def _as_head_stack(fn: str, weights: object) -> torch.Tensor:
     """(h, i, j) or (layers, h, i, j) on the CPU in float, from a tensor or a list of per-layer tensors."""
     if isinstance(weights, (list, tuple)):

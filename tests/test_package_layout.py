@@ -1,0 +1,95 @@
+"""Imports point one way between the package's folders (CONTRIBUTING "Layout"), read from the source with ast, so a
+lazy import inside a function counts too: only plotting imports matplotlib, and nothing imports plotting."""
+
+import ast
+import functools
+from pathlib import Path
+
+import pytest
+
+import attention_lab
+
+PACKAGE = Path(attention_lab.__file__).parent
+
+# What each part may import from the rest of the package (its own folder is always allowed).
+ALLOWED = {
+    "_validation": set(),
+    "reference": {"_validation"},
+    "runtime": {"_validation"},
+    "core": {"_validation"},
+    "efficient": {"_validation", "core"},
+    "generation": {"_validation", "core"},
+    "measure": {"_validation", "core", "efficient"},
+    "models": {"_validation", "core", "generation"},
+    "teaching": {"_validation", "core", "efficient", "generation", "measure", "models", "reference", "runtime"},
+    "plotting": {"_validation", "core", "efficient", "generation", "measure", "models", "reference", "runtime"},
+    "__init__": {"_validation", "core", "efficient", "generation", "reference", "runtime"},
+}
+
+
+def _part(path: Path) -> str:
+    """The part of the package a module belongs to: its top folder, or its own name at the top level."""
+    rel = path.relative_to(PACKAGE).with_suffix("").parts
+    return rel[0]
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Dotted names of every module ``path`` imports (relative imports resolved), at any depth in the file."""
+    package = ["attention_lab", *path.relative_to(PACKAGE).parent.parts]
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            module = [*base, *(node.module.split(".") if node.module else [])]
+            if node.module:
+                names.add(".".join(module))
+            else:  # from . import x: each x is a module of the package
+                names.update(".".join([*module, alias.name]) for alias in node.names)
+    return names
+
+
+@functools.cache
+def _edges() -> dict[Path, set[str]]:
+    """Each module's imports of other parts of the package (by part name) and of matplotlib."""
+    edges = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        own = _part(path)
+        found = set()
+        for name in imported_modules(path):
+            parts = name.split(".")
+            if parts[0] == "matplotlib":
+                found.add("matplotlib")
+            elif parts[0] == "attention_lab" and len(parts) > 1 and parts[1] != own:
+                found.add(parts[1])
+        edges[path] = found
+    return edges
+
+
+def test_every_part_is_known():
+    assert {_part(path) for path in PACKAGE.rglob("*.py")} <= set(ALLOWED)
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_point_one_way(path):
+    own = _part(path)
+    others = _edges()[path] - {"matplotlib"}
+    assert others <= ALLOWED[own], f"{path.relative_to(PACKAGE)} imports {sorted(others - ALLOWED[own])}"
+
+
+def test_only_plotting_imports_matplotlib_and_nothing_imports_plotting():
+    edges = _edges()
+    matplotlib_users = {path.relative_to(PACKAGE).parts[0] for path, found in edges.items() if "matplotlib" in found}
+    plotting_users = [str(path.relative_to(PACKAGE)) for path, found in edges.items() if "plotting" in found]
+    assert matplotlib_users == {"plotting"}
+    assert plotting_users == []
+
+
+def test_the_import_reader_resolves_relative_imports():
+    # the reader itself must see what the tests above rely on: relative, absolute and in-function imports
+    module = PACKAGE / "measure" / "bench.py"
+    names = imported_modules(module)
+    assert "attention_lab.core.functional" in names and "attention_lab.measure.memory" in names
+    source = PACKAGE / "plotting" / "_cost.py"
+    assert "attention_lab.measure.bench" in imported_modules(source)  # imported inside a function there

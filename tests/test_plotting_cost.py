@@ -1,0 +1,56 @@
+"""Plots of cost against the sequence length (lesson 06): time with its fitted log-log slope, peak memory with the
+arithmetic's prediction, and both panels from a sweep's rows."""
+
+import io
+
+import pytest
+
+from attention_lab.measure.bench import BenchRow, read_csv, write_csv
+from attention_lab.measure.memory import attention_memory_bytes
+from attention_lab.plotting import plot_bench, plot_memory_vs_length, plot_time_vs_length
+
+
+def test_plot_time_vs_length_fits_the_slope_in_the_legend():
+    lengths = [128, 256, 512]
+    fig = plot_time_vs_length(lengths, {"a": [1e-3 * (n / 128) ** 2 for n in lengths]})
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert ax.get_xlabel() and ax.get_ylabel() == "time per call (ms)"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a (slope 2.00)"]
+    with pytest.raises(ValueError, match=r"plot_time_vs_length\(\): expected one value per length"):
+        plot_time_vs_length(lengths, {"a": [1.0]})
+
+
+def test_plot_memory_vs_length_draws_measured_and_predicted():
+    lengths = [64, 128]
+    predicted = [attention_memory_bytes(n, head_dim=8).naive_peak for n in lengths]
+    fig = plot_memory_vs_length(lengths, {"naive": predicted, "sdpa": [0, 100]}, predicted_bytes=predicted)
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "peak memory (MiB)"
+    assert len(ax.get_lines()) == 3
+    assert "arithmetic" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def _rows() -> list[BenchRow]:
+    """Two variants at three lengths, as run_sweep returns them: the naive one quadratic, the other linear."""
+    rows = []
+    for n in (128, 256, 512):
+        for variant, ms, peak in (("naive", 1e-4 * n**2, 8 * n**2), ("fused", 0.01 * n, 1024 * n)):
+            rows.append(BenchRow(variant=variant, n=n, batch=1, heads=1, head_dim=8, threads=1, median_ms=ms,
+                                 iqr_ms=0.0, gflops=1.0, share_of_matmul_peak=0.5, peak_bytes=peak))
+    return rows
+
+
+def test_plot_bench_draws_time_and_memory_per_variant(tmp_path):
+    path = tmp_path / "cost.csv"
+    write_csv(_rows(), str(path))
+    fig = plot_bench(read_csv(str(path)))  # what a reader of `python -m attention_lab.measure.bench --csv` does
+    time_ax, memory_ax = fig.axes
+    assert [t.get_text() for t in time_ax.get_legend().get_texts()] == ["naive (slope 2.00)", "fused (slope 1.00)"]
+    assert memory_ax.get_ylabel() == "peak memory (MiB)"
+    assert list(memory_ax.get_lines()[0].get_ydata()) == [8 * n**2 / 2**20 for n in (128, 256, 512)]
+    fig.savefig(io.BytesIO(), format="png")
+    with pytest.raises(ValueError, match="at least one row"):
+        plot_bench([])
+    with pytest.raises(ValueError, match="variant 'fused' lacks some lengths"):
+        plot_bench(_rows()[:-1])
