@@ -1,30 +1,48 @@
-# Two entry points (README "Quickstart"): `make lab` opens the lessons, `make test` runs every check CI runs.
-# Both create .venv when it is missing and reinstall only when a requirements file or pyproject.toml changed.
+# Entry points (README "Quickstart"): `make lab` opens your own copies of the lessons, `make test` runs every check
+# CI runs. Both create .venv when it is missing and install only when the requirements changed (tools/install_env.py
+# keeps a fingerprint of them in the stamp files, so a git checkout that only touches the files costs nothing).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# Which PyTorch: auto (CPU-only on Linux without an NVIDIA driver), cpu or default. See tools/install_env.py.
+TORCH ?= auto
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
+# Two pytest workers (pytest-xdist). --dist loadfile keeps each test file in one worker: each notebook's cells in
+# order in one kernel (nbval), and the whole browser session. --no-loadscope-reorder hands files out in collection
+# order, where tests/browser comes first, so the browser session (the longest file) starts at once in one worker
+# while the other takes the unit tests and nbval, instead of starting last.
+WORKERS ?= 2
+PARALLEL := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
+# more pytest options, e.g. make test PYTEST_ARGS='-m "not browser" --durations=20'
+PYTEST_ARGS ?=
 
-.PHONY: lab test notebooks clean-venv
+.PHONY: lab student test notebooks clean-venv
 
-$(VENV)/.requirements.stamp: requirements.txt pyproject.toml
+$(VENV)/.requirements.stamp: requirements.txt pyproject.toml tools/install_env.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --disable-pip-version-check -r requirements.txt
-	@touch $@
+	$(BIN)/python tools/install_env.py --torch $(TORCH) --stamp $@ requirements.txt
 
 $(VENV)/.dev.stamp: $(VENV)/.requirements.stamp requirements-dev.txt
-	$(BIN)/python -m pip install --disable-pip-version-check -r requirements-dev.txt
-	@touch $@
+	$(BIN)/python tools/install_env.py --stamp $@ requirements-dev.txt
 
 # JupyterLab refuses to run as root without --allow-root (containers, CI machines); add it only there.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
 
-lab: $(VENV)/.requirements.stamp
-	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks $(ALLOW_ROOT)
+lab: $(VENV)/.requirements.stamp student
+	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/student $(ALLOW_ROOT)
+
+# Your copies of the lessons, in student/: solutions replaced by "# YOUR CODE HERE". Only missing copies are
+# written (a new lesson after a git pull, say); a copy already there is your work and is never overwritten.
+STUDENT_MISSING = $(filter-out $(wildcard student/*.ipynb),$(patsubst notebooks/%,student/%,$(wildcard notebooks/*.ipynb)))
+
+student: $(VENV)/.requirements.stamp
+	@missing="$(notdir $(STUDENT_MISSING))"; \
+	if [ -n "$$missing" ]; then $(BIN)/python -m attention_lab.teaching.classroom student --out student/ $$missing; \
+	else echo "student/ has a copy of every lesson (yours: never overwritten)"; fi
 
 test: $(VENV)/.dev.stamp
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest $(NBVAL) tests notebooks
+	$(BIN)/python -m pytest $(NBVAL) $(PARALLEL) $(PYTEST_ARGS) tests notebooks
 
 # Maintainers: re-execute lessons in place (all, or NB="notebooks/02_*.ipynb") after changing them.
 notebooks: $(VENV)/.dev.stamp

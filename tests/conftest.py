@@ -20,3 +20,20 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+# Under pytest-xdist the workers have no terminal; a worker may hand back sections for the end of the run as
+# config.workeroutput["terminal_sections"] = [[title, line, ...], ...] (tests/browser/conftest.py does).
+_WORKER_SECTIONS: list[list[str]] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    _WORKER_SECTIONS.extend(getattr(node, "workeroutput", {}).get("terminal_sections", []))
+
+
+def pytest_terminal_summary(terminalreporter):
+    for title, *lines in _WORKER_SECTIONS:
+        terminalreporter.section(title)
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -298,3 +298,15 @@ def test_a_wrong_or_too_long_reading_time_is_found(tmp_path):
 
 def test_a_lesson_with_one_exercise_is_found():
     assert exercise_count(_synthetic(checks=1)) == 1  # the raises-exception demonstration does not count
+
+
+def test_lesson_stats_command_prints_one_row_per_lesson_and_a_usage(tmp_path, capsys):
+    from attention_lab.teaching import lesson_stats
+
+    path = _write(tmp_path, _synthetic())
+    assert lesson_stats.main([str(path)]) == 0
+    row = capsys.readouterr().out.splitlines()[-1].split()
+    assert row[0] == path.name and row[1] == str(lesson_stats.lesson_stats(path).words["core"])
+    with pytest.raises(SystemExit) as stopped:
+        lesson_stats.main(["--help"])
+    assert stopped.value.code == 0 and "LESSON.ipynb" in capsys.readouterr().out

@@ -15,6 +15,7 @@ Reading time is words at 200 a minute plus code at 20 lines a minute (non-blank 
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
 import sys
@@ -87,7 +88,10 @@ def stated_minutes(path: str | Path) -> int | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    paths = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="python -m attention_lab.teaching.lesson_stats",
+                                     description="Words, code lines and reading minutes of each lesson's parts.")
+    parser.add_argument("paths", nargs="+", metavar="LESSON.ipynb", help="the lessons to count")
+    paths = parser.parse_args(sys.argv[1:] if argv is None else argv).paths
     print(f"{'lesson':<40} {'core words':>10} {'code':>5} {'min':>5} {'stated':>6} "
           f"{'deep words':>10} {'code':>5} {'min':>5} {'exercise words':>14}")
     for path in paths:

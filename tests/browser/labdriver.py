@@ -1,9 +1,10 @@
 """Helpers for tests/browser: a headless JupyterLab server and Debian's Chromium driven by playwright.
 
-The server is started with the options of the Makefile's ``lab`` recipe (what ``make lab`` runs), plus what a
-headless, offline, throw-away run needs: 127.0.0.1, a free port, a token, no news or update checks, a read-only
-extension manager, no autosave (the committed notebooks must not change) and private settings, workspace and
-runtime folders. Both processes are torn down by ``stop()`` whatever state they are in.
+The server is started with the options of the Makefile's ``lab`` recipe (what ``make lab`` runs), landing in
+notebooks/ instead of student/, plus what a headless, offline, throw-away run needs: 127.0.0.1, a free port, a
+token, no news or update checks, a read-only extension manager, no autosave (the committed notebooks must not
+change) and private settings, workspace and runtime folders. Both processes are torn down by ``stop()``
+whatever state they are in.
 """
 
 from __future__ import annotations
@@ -89,6 +90,17 @@ def playwright_missing() -> str | None:
     return None
 
 
+# `make lab` opens the learner's copies (student/); this test runs the solution notebooks, whose stored outputs
+# say what each lesson must show, so its lab lands in notebooks/ instead. Every other option is the Makefile's.
+LESSONS_URL = "/lab/tree/notebooks"
+
+
+def lab_options_for_the_lessons(makefile: Path = REPO / "Makefile") -> list[str]:
+    """The options of ``make lab`` with the landing folder set to the solution notebooks (``LESSONS_URL``)."""
+    options = [o for o in make_lab_options(makefile) if not o.startswith("--LabApp.default_url=")]
+    return [*options, f"--LabApp.default_url={LESSONS_URL}"]
+
+
 def make_lab_options(makefile: Path = REPO / "Makefile") -> list[str]:
     """The ``--options`` of the ``jupyter lab`` command in the Makefile's ``lab`` recipe (what ``make lab`` runs)."""
     lines = makefile.read_text().splitlines()
@@ -115,6 +127,23 @@ def port_in_use(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def build_font_cache(env: dict[str, str], timeout: float) -> float:
+    """Have matplotlib build its font cache now, in the kernels' environment; return the seconds it took.
+
+    matplotlib builds the cache on its first import on a machine (a fresh CI machine, a wiped ~/.cache/matplotlib)
+    and, when that takes more than 5 s (many fonts, a busy or cold machine), says so on stderr: in the first
+    lesson's first figure cell, which this test would report as an error output. ``make lab`` builds it at install
+    time for the same reason (tools/install_env.py)."""
+    start = time.monotonic()
+    try:
+        subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], env=env, check=True,
+                       capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired as error:
+        raise RuntimeError(f"matplotlib did not build its font cache within {timeout:.0f} s (it does so once "
+                           f"per machine, reading every installed font)") from error
+    return time.monotonic() - start
+
+
 @dataclass
 class BrowserReport:
     """Timings and the screenshot folder, filled in by the tests and printed at the end of the pytest run."""
@@ -122,6 +151,9 @@ class BrowserReport:
     screenshots: Path | None = None
     started: float | None = None
     ready_s: float | None = None
+    font_cache_s: float | None = None
+    lab_start_s: float | None = None  # JupyterLab server answering /api/status
+    chromium_start_s: float | None = None  # Chromium launched with an empty profile, playwright connected
     lessons: dict[str, dict[str, float]] = field(default_factory=dict)  # lesson -> phase -> seconds
     finished: float | None = None
 
@@ -193,7 +225,7 @@ class LabServer:
             sys.executable,
             "-m",
             "jupyterlab",
-            *make_lab_options(),
+            *lab_options_for_the_lessons(),
             *HEADLESS_OPTIONS,
             f"--ServerApp.port={self.port}",
             f"--IdentityProvider.token={self.token}",

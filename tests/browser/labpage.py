@@ -27,12 +27,17 @@ class CellExpectation:
     images: int  # image outputs stored in the committed notebook (rendered as <img>)
     widgets: int  # ipywidgets outputs stored in the committed notebook
     has_code: bool
+    hidden_on_open: bool = False  # under a heading the notebook stores collapsed (a deep dive)
 
 
 @dataclass
 class LessonExpectation:
     path: Path
     cells: list[CellExpectation]
+
+    @property
+    def hidden_on_open(self) -> int:
+        return sum(c.hidden_on_open for c in self.cells)
 
     @property
     def images(self) -> int:
@@ -43,9 +48,38 @@ class LessonExpectation:
         return sum(c.widgets for c in self.cells)
 
 
+_HEADING = re.compile(r"^(#{1,6})\s")
+
+
+def heading_level(cell: dict) -> int | None:
+    """The level of a markdown cell's first line when it is a heading (``## x`` -> 2), else None."""
+    if cell["cell_type"] != "markdown":
+        return None
+    source = "".join(cell.get("source", []))
+    match = _HEADING.match(source.lstrip("\n"))
+    return len(match.group(1)) if match else None
+
+
+def hidden_on_open(cells: list[dict]) -> list[bool]:
+    """Which cells JupyterLab hides when it opens the notebook: those after a heading whose metadata has
+    ``jp-MarkdownHeadingCollapsed: true``, up to the next heading of the same or a higher level."""
+    hidden, collapsed_level = [], None
+    for cell in cells:
+        level = heading_level(cell)
+        if collapsed_level is not None and level is not None and level <= collapsed_level:
+            collapsed_level = None
+        hidden.append(collapsed_level is not None)
+        if collapsed_level is None and level is not None and cell.get("metadata", {}).get(
+            "jp-MarkdownHeadingCollapsed"
+        ):
+            collapsed_level = level
+    return hidden
+
+
 def expected_from_notebook(path: Path) -> LessonExpectation:
     """Figures, widgets and tags per cell, from the stored outputs of the committed (executed) notebook."""
     notebook = json.loads(path.read_text())
+    hidden = hidden_on_open(notebook["cells"])
     cells = []
     for index, cell in enumerate(notebook["cells"]):
         outputs = cell.get("outputs", [])
@@ -59,6 +93,7 @@ def expected_from_notebook(path: Path) -> LessonExpectation:
                 images=sum(any(m in d for m in IMAGE_MIMES) and WIDGET_MIME not in d for d in data),
                 widgets=sum(WIDGET_MIME in d for d in data),
                 has_code=cell["cell_type"] == "code" and bool(source.strip()),
+                hidden_on_open=hidden[index],
             )
         )
     return LessonExpectation(path=path, cells=cells)
@@ -139,9 +174,9 @@ RUN_STATE_JS = """
 """
 
 
-def wait_until(what: str, probe, done, timeout: float, interval: float = 0.25, stable: int = 1):
+def wait_until(what: str, probe, done, timeout: float, interval: float = 0.25, stable: int = 1, why: str = ""):
     """Poll ``probe()`` until ``done(value)`` holds ``stable`` times in a row and return that value; after
-    ``timeout`` seconds raise TimeoutError naming ``what`` and the last value seen."""
+    ``timeout`` seconds raise TimeoutError naming ``what``, why the budget is what it is, and the last value seen."""
     end = time.monotonic() + timeout
     streak = 0
     while True:
@@ -150,7 +185,8 @@ def wait_until(what: str, probe, done, timeout: float, interval: float = 0.25, s
         if streak >= stable:
             return last
         if time.monotonic() > end:
-            raise TimeoutError(f"waited {timeout:.0f} s for {what}; last seen: {last!r}")
+            budget = f"{timeout:.0f} s" + (f", the budget for {why}" if why else "")
+            raise TimeoutError(f"waited {budget}, for {what}; last seen: {last!r}")
         time.sleep(interval)
 
 
@@ -178,16 +214,26 @@ def listing(page) -> list[str]:
     )
 
 
-def open_from_file_browser(page, name: str, n_cells: int, timeout: float) -> None:
+# The label of the current main-area tab, or null while there is none (read at once: no waiting, no exception).
+CURRENT_TAB_JS = """
+() => {
+  const label = document.querySelector('.lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel');
+  return label ? label.textContent : null;
+}
+"""
+
+
+def open_from_file_browser(page, name: str, n_cells: int, timeout: float, why: str = "") -> None:
     """Double-click ``name`` in the file browser; wait for all its cells and an idle kernel."""
     item = page.locator(".jp-FileBrowser .jp-DirListing-item").filter(
         has=page.locator(".jp-DirListing-itemText", has_text=re.compile(rf"^{re.escape(name)}$"))
     )
     item.dblclick(timeout=timeout * 1000)
-    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel")
 
     def state():
-        return {"tab": tab.first.text_content(timeout=1000), **(run_state(page) or {})}
+        # no tab may be current for a moment while JupyterLab builds the notebook panel (longest the first time,
+        # when it also loads the notebook's code into a fresh Chromium profile): that is "not ready yet"
+        return {"tab": page.evaluate(CURRENT_TAB_JS), **(run_state(page) or {})}
 
     def ready(s):
         return (
@@ -197,10 +243,48 @@ def open_from_file_browser(page, name: str, n_cells: int, timeout: float) -> Non
             and s.get("cells") == n_cells
         )
 
-    wait_until(f"{name} to open with an idle kernel and {n_cells} cells", state, ready, timeout, stable=2)
+    wait_until(f"{name} to open with an idle kernel and {n_cells} cells", state, ready, timeout, stable=2, why=why)
 
 
-def run_all_from_menu(page, timeout: float) -> dict:
+# Cells hidden under a collapsed heading, and the "N cells hidden" buttons JupyterLab shows below such a heading.
+HIDDEN_JS = """
+(panelSelector) => {
+  const panel = document.querySelector(panelSelector);
+  if (!panel) return null;
+  return {
+    hidden: panel.querySelectorAll('.jp-Notebook .jp-Cell.lm-mod-hidden').length,
+    buttons: [...panel.querySelectorAll('.jp-Notebook .jp-showHiddenCellsButton')].map((b) => b.textContent.trim()),
+  };
+}
+"""
+
+
+def hidden_cells(page) -> dict:
+    """``{"hidden": cells hidden now, "buttons": labels of the "N cells hidden" buttons}`` of the open lesson."""
+    return page.evaluate(HIDDEN_JS, PANEL) or {"hidden": 0, "buttons": []}
+
+
+def expand_deep_dives(page, timeout: float, why: str = "") -> int:
+    """Open every collapsed section as a learner does, by clicking its "N cells hidden" button (a section nested
+    in a collapsed one shows its button once the outer one is open); return how many buttons were clicked.
+    Cells under a collapsed heading still run with Run All, but their outputs are not drawn, so the figures and
+    widgets of a deep dive can only be checked once it is open."""
+    end = time.monotonic() + timeout
+    clicked = 0
+    button = page.locator(f"{PANEL} .jp-Notebook .jp-showHiddenCellsButton")
+    while button.count():
+        left = end - time.monotonic()
+        if left <= 0:
+            break
+        button.first.click(timeout=left * 1000)
+        clicked += 1
+    wait_until("every collapsed section to open (no hidden cell, no \"cells hidden\" button)",
+               lambda: hidden_cells(page), lambda s: s["hidden"] == 0 and not s["buttons"],
+               max(1.0, end - time.monotonic()), why=why)
+    return clicked
+
+
+def run_all_from_menu(page, timeout: float, why: str = "") -> dict:
     """Edit > Clear Outputs of All Cells (so only fresh outputs count), then Run > Run All Cells; wait until
     nothing is queued and the kernel is idle."""
     use_menu(page, "Edit", "Clear Outputs of All Cells", timeout=30)
@@ -214,19 +298,51 @@ def run_all_from_menu(page, timeout: float) -> dict:
 
     # idle between two cells must not pass for the end of the run: ask for 1 s of quiet
     return wait_until(
-        "Run All Cells to finish (no [*] prompt, kernel idle)", lambda: run_state(page), finished, timeout, stable=4
+        "Run All Cells to finish (no [*] prompt, kernel idle)", lambda: run_state(page), finished, timeout,
+        stable=4, why=why,
     )
 
 
-def scroll_through(page, timeout: float, pause: float = 0.15) -> dict[int, CellSeen]:
-    """Scroll the notebook from top to bottom a screen at a time, noting at each stop what is on screen."""
+@dataclass
+class Scrolled:
+    """What scrolling through a lesson saw, and what it could not wait for."""
+
+    cells: dict[int, CellSeen]
+    reached_bottom: bool = True
+    undrawn: list[str] = field(default_factory=list)  # "cell 12: 1 figure" still not drawn when its wait ran out
+
+
+def _undrawn(snapshot) -> list[str]:
+    """Figures and widgets on screen now that the browser has not drawn yet (an image still decoding, a widget
+    still "Loading widget...")."""
+    late = []
+    for cell in snapshot["cells"]:
+        images = sum(shown and not ok for shown, ok in cell["images"])
+        widgets = sum(shown and not ok for shown, ok in cell["widgets"])
+        if images or widgets:
+            late.append(f"cell {cell['index']}: {images} figure(s), {widgets} widget(s)")
+    return late
+
+
+def scroll_through(page, timeout: float, pause: float = 0.15, draw_wait: float = 20.0) -> Scrolled:
+    """Scroll the notebook from top to bottom a screen at a time, noting at each stop what is on screen.
+
+    At each stop, figures and widgets on screen get up to ``draw_wait`` seconds to be drawn before the scroll goes
+    on: decoding an image or loading the widget code can take a moment, the first time most of all, and a figure
+    scrolled past before it was drawn would count as missing."""
     seen: dict[int, CellSeen] = {}
     scroller = page.locator(f"{PANEL} .jp-WindowedPanel-outer")
     scroller.evaluate("el => { el.scrollTop = 0; }")
     end = time.monotonic() + timeout
+    undrawn: list[str] = []
     while True:
         page.wait_for_timeout(pause * 1000)  # lets the browser lay out and paint what scrolled in
         snapshot = page.evaluate(COLLECT_JS, [PANEL, STDERR_MIME])
+        drawn_by = min(end, time.monotonic() + draw_wait)
+        while _undrawn(snapshot) and time.monotonic() < drawn_by:
+            page.wait_for_timeout(250)
+            snapshot = page.evaluate(COLLECT_JS, [PANEL, STDERR_MIME])
+        undrawn.extend(_undrawn(snapshot))
         for cell in snapshot["cells"]:
             entry = seen.setdefault(cell["index"], CellSeen())
             entry.prompt = cell["prompt"]
@@ -240,7 +356,7 @@ def scroll_through(page, timeout: float, pause: float = 0.15) -> dict[int, CellS
                     entry.errors.append(text)
         at_bottom = snapshot["scrollTop"] + snapshot["clientHeight"] >= snapshot["scrollHeight"] - 2
         if at_bottom or time.monotonic() > end:
-            return seen
+            return Scrolled(cells=seen, reached_bottom=at_bottom, undrawn=undrawn)
         step = max(100, int(snapshot["clientHeight"] * 0.8))
         scroller.evaluate("(el, step) => { el.scrollTop = el.scrollTop + step; }", step)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import labdriver as ld
 import labpage as lp
 import nbformat
+import pytest
 
 PNG = {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure size 400x300 with 2 Axes>"}
 WIDGET = {"application/vnd.jupyter.widget-view+json": {"model_id": "m"}, "text/plain": "IntSlider(value=3)"}
@@ -73,3 +74,63 @@ def test_lab_is_started_with_the_makefile_options():
     options = ld.make_lab_options()
     assert any(o.startswith("--LabApp.default_url=") for o in options), options
     assert any(o.startswith("--ServerApp.root_dir=") for o in options), options
+
+
+def test_the_test_lab_lands_on_the_solution_notebooks():
+    options = ld.lab_options_for_the_lessons()
+    assert [o for o in options if o.startswith("--LabApp.default_url=")] == [f"--LabApp.default_url={ld.LESSONS_URL}"]
+    assert set(options) - {f"--LabApp.default_url={ld.LESSONS_URL}"} <= set(ld.make_lab_options())
+
+
+def test_a_timeout_says_which_budget_ran_out_and_why():
+    expected = r"waited 0 s, the budget for the first lesson, for the kernel; last seen: 3"
+    with pytest.raises(TimeoutError, match=expected):
+        lp.wait_until("the kernel", lambda: 3, lambda value: False, timeout=0.01, why="the first lesson")
+
+
+def test_figures_on_screen_but_not_yet_decoded_count_as_undrawn():
+    snapshot = {"cells": [
+        {"index": 4, "images": [[True, False], [False, False]], "widgets": []},  # on screen, still decoding
+        {"index": 7, "images": [[True, True]], "widgets": [[True, False]]},  # drawn; widget still loading
+        {"index": 9, "images": [[False, False]], "widgets": []},  # off screen: not waited for
+    ]}
+    assert lp._undrawn(snapshot) == ["cell 4: 1 figure(s), 0 widget(s)", "cell 7: 0 figure(s), 1 widget(s)"]
+
+
+def _cells(*specs):
+    """Markdown cells from (source, collapsed) pairs and code cells from plain strings, as nbformat dicts."""
+    cells = []
+    for spec in specs:
+        if isinstance(spec, tuple):
+            source, collapsed = spec
+            metadata = {"jp-MarkdownHeadingCollapsed": True} if collapsed else {}
+            cells.append(nbformat.v4.new_markdown_cell(source, metadata=metadata))
+        else:
+            cells.append(nbformat.v4.new_code_cell(spec))
+    return cells
+
+
+def test_hidden_on_open_follows_the_collapsed_headings():
+    cells = _cells(
+        ("# Lesson", False),
+        "x = 1",
+        ("## Deep dive: one", True),  # hides up to the next heading of level <= 2
+        "a",
+        ("### inside", True),  # a collapsed heading inside a collapsed one: hidden itself, hides nothing more
+        "b",
+        ("text, not a heading", False),
+        ("## Exercises", False),  # ends the deep dive
+        "c",
+        ("### Deep dive: two", True),
+        "d",
+        ("# Next part", False),  # a higher level also ends it
+        "e",
+    )
+    assert lp.hidden_on_open(cells) == [
+        False, False, False, True, True, True, True, False, False, False, True, False, False,
+    ]
+
+
+def test_a_heading_collapsed_at_the_end_hides_the_rest_and_a_plain_lesson_hides_nothing():
+    assert lp.hidden_on_open(_cells(("## Deep dive", True), "a", ("more", False))) == [False, True, True]
+    assert lp.hidden_on_open(_cells(("# A", False), "a", ("## B", False))) == [False, False, False]

@@ -1,0 +1,175 @@
+"""tools/install_env.py: which PyTorch build it picks, the fall-back when PyTorch's CPU index cannot be reached, and
+the fingerprint that skips an install when nothing changed. pip is replaced by a fake that records its arguments."""
+
+from __future__ import annotations
+
+import http.server
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "tools" / "install_env.py"
+
+_spec = importlib.util.spec_from_file_location("install_env", SCRIPT)
+install_env = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(install_env)
+
+FAKE_PIP = textwrap.dedent(
+    """
+    import json, sys
+    log, fail_on = sys.argv[1], sys.argv[2]
+    with open(log, "a") as handle:
+        handle.write(json.dumps(sys.argv[3:]) + "\\n")
+    sys.exit(1 if fail_on and fail_on in sys.argv[3:] else 0)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("wanted", "platform", "nvidia", "build"),
+    [
+        ("auto", "linux", False, "cpu"),
+        ("auto", "linux", True, "default"),
+        ("auto", "darwin", False, "default"),
+        ("auto", "win32", False, "default"),
+        ("cpu", "darwin", True, "cpu"),
+        ("default", "linux", False, "default"),
+    ],
+)
+def test_the_cpu_build_is_chosen_only_on_linux_without_an_nvidia_driver(wanted, platform, nvidia, build):
+    chosen, why = install_env.choose_torch(wanted, platform, nvidia)
+    assert chosen == build
+    assert why  # the script prints the reason
+
+
+def test_an_unknown_choice_is_refused():
+    with pytest.raises(ValueError, match="auto, cpu or default"):
+        install_env.choose_torch("cuda", "linux", False)
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]  # nothing listens there once the socket is closed
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A requirements file pinning a torch version that is certainly not installed, and a fake pip."""
+    (tmp_path / "requirements.txt").write_text("torch==9.9.9  # pinned\neinops==0.8.2\n")
+    (tmp_path / "fake_pip.py").write_text(FAKE_PIP)
+    return tmp_path
+
+
+def _run(project: Path, *args: str, fail_on: str = "", env: dict | None = None):
+    log = project / "pip-calls.jsonl"
+    # forward slashes: the script splits --pip like a POSIX shell, which would eat Windows' backslashes
+    paths = [Path(sys.executable).as_posix(), (project / "fake_pip.py").as_posix(), log.as_posix()]
+    pip = " ".join([*paths, fail_on or "-"])
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--pip", pip, *args],
+        cwd=project, capture_output=True, text=True, timeout=120, env=env,
+    )
+    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return result, calls
+
+
+def test_falls_back_to_the_default_index_when_the_cpu_index_cannot_be_reached(project):
+    unreachable = f"http://127.0.0.1:{_closed_port()}/whl/cpu"
+    result, calls = _run(project, "--torch", "cpu", "--cpu-index", unreachable, "requirements.txt")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{unreachable} cannot be reached" in result.stdout
+    assert "falling back to the default index" in result.stdout
+    assert calls == [["install", "--disable-pip-version-check", "-r", "requirements.txt"]]
+
+
+class _Index(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path.endswith("/torch/") else 404)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def cpu_index():
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Index)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/whl/cpu"
+    server.shutdown()
+    server.server_close()
+
+
+def test_installs_the_cpu_build_first_when_the_index_answers(project, cpu_index):
+    result, calls = _run(project, "--torch", "cpu", "--cpu-index", cpu_index, "requirements.txt")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "falling back" not in result.stdout
+    assert calls == [
+        ["install", "--disable-pip-version-check", "torch==9.9.9+cpu", "--extra-index-url", cpu_index],
+        ["install", "--disable-pip-version-check", "-r", "requirements.txt"],
+    ]
+
+
+def test_falls_back_when_pip_cannot_install_from_the_cpu_index(project, cpu_index):
+    result, calls = _run(project, "--torch", "cpu", "--cpu-index", cpu_index, "requirements.txt",
+                         fail_on="--extra-index-url")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "failed" in result.stdout and "falling back to the default index" in result.stdout
+    assert calls[-1] == ["install", "--disable-pip-version-check", "-r", "requirements.txt"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the automatic choice differs only on Linux")
+def test_auto_keeps_the_default_build_when_nvidia_smi_is_there(project, tmp_path_factory):
+    bin_dir = tmp_path_factory.mktemp("bin")
+    fake = bin_dir / "nvidia-smi"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    result, calls = _run(project, "--torch", "auto", "requirements.txt", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "NVIDIA driver is present" in result.stdout
+    assert calls == [["install", "--disable-pip-version-check", "-r", "requirements.txt"]]
+
+
+def test_a_failing_install_fails_the_script_and_writes_no_stamp(project):
+    result, _ = _run(project, "--torch", "default", "--stamp", "stamp", "requirements.txt", fail_on="-r")
+    assert result.returncode == 1
+    assert not (project / "stamp").exists()
+
+
+def test_the_stamp_skips_an_install_only_while_the_requirements_are_unchanged(project):
+    (project / "requirements.txt").write_text("einops==0.8.2\n-e .\n")
+    (project / "pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.ruff]\nline-length = 120\n')
+    args = ("--torch", "default", "--stamp", "stamp", "requirements.txt")
+    first, calls = _run(project, *args)
+    assert first.returncode == 0 and len(calls) == 1
+    again, calls = _run(project, *args)
+    assert "unchanged since the last install" in again.stdout and len(calls) == 1
+
+    # tool settings do not decide the install; the project's dependencies do
+    (project / "pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.ruff]\nline-length = 100\n')
+    _, calls = _run(project, *args)
+    assert len(calls) == 1
+    (project / "pyproject.toml").write_text('[project]\nname = "x"\ndependencies = ["numpy"]\n')
+    _, calls = _run(project, *args)
+    assert len(calls) == 2
+    (project / "requirements.txt").write_text("einops==0.8.1\n-e .\n")
+    _, calls = _run(project, *args)
+    assert len(calls) == 3
+
+
+def test_requirements_files_the_makefile_installs_exist_and_pin_torch():
+    assert install_env.torch_pin([ROOT / "requirements.txt"]) is not None
+    inputs = install_env.fingerprint_inputs([ROOT / "requirements.txt"])
+    assert ROOT / "pyproject.toml" in inputs  # `-e .` installs the package, so its metadata counts

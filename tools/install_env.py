@@ -1,0 +1,209 @@
+"""Install the project's requirements into the running Python environment, with the right PyTorch build.
+
+    python tools/install_env.py requirements.txt                       # what `make lab` runs
+    python tools/install_env.py --torch cpu requirements.txt           # CPU-only torch whatever the machine
+    python tools/install_env.py --stamp .venv/.dev.stamp requirements-dev.txt
+
+Which PyTorch (``--torch``, or ``make lab TORCH=...``):
+  auto     (default) on Linux without an NVIDIA driver (no ``nvidia-smi``, no /proc/driver/nvidia), the CPU-only
+           build; everywhere else the default one. On Linux the default wheel bundles CUDA libraries (several GB);
+           on macOS and Windows the default wheel has no CUDA and is small already.
+  cpu      the CPU-only build, from PyTorch's CPU wheel index (``--cpu-index``).
+  default  whatever the default index gives (CUDA on Linux).
+For the CPU build, ``torch==X+cpu`` is installed alone first, with the CPU index added to the default one; then
+``pip install -r`` sees the pinned ``torch==X`` satisfied and leaves it. When the CPU index cannot be reached
+(offline, a proxy, a mirror-only network), the script says so and installs torch from the default index instead:
+the environment still works, it is only larger.
+
+After an install that includes matplotlib, its font cache is built (see ``build_font_cache``).
+
+``--stamp PATH`` records a fingerprint of the requirement files (and of pyproject.toml without its ``[tool.*]``
+tables, which configure tools, not the install); when the fingerprint is unchanged the install is skipped, so a
+``git checkout`` or a change to ruff's settings does not cost a full re-install.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+PROBE_TIMEOUT_S = 10.0
+ROOT = Path(__file__).resolve().parent.parent
+
+_TORCH_PIN = re.compile(r"^\s*torch\s*==\s*([\w.+!-]+)\s*(?:#.*)?$")
+
+
+def say(message: str) -> None:
+    print(f"install_env: {message}", flush=True)
+
+
+def nvidia_driver_present() -> bool:
+    """True when this machine has an NVIDIA driver (its ``nvidia-smi`` tool, or the Linux driver's /proc entry)."""
+    return shutil.which("nvidia-smi") is not None or Path("/proc/driver/nvidia").exists()
+
+
+def choose_torch(wanted: str, platform: str, has_nvidia: bool) -> tuple[str, str]:
+    """Which build to install, ``"cpu"`` or ``"default"``, and why, in words."""
+    if wanted in ("cpu", "default"):
+        return wanted, f"asked for (--torch {wanted})"
+    if wanted != "auto":
+        raise ValueError(f"--torch must be auto, cpu or default, got {wanted!r}")
+    if not platform.startswith("linux"):
+        return "default", f"on {platform} the default PyTorch wheel has no CUDA libraries"
+    if has_nvidia:
+        return "default", "an NVIDIA driver is present, so the default (CUDA) build can use the GPU"
+    return "cpu", "Linux without an NVIDIA driver (no nvidia-smi): the CUDA libraries would be unused"
+
+
+def torch_pin(requirement_files: list[Path]) -> str | None:
+    """The version in a ``torch==X`` line of the requirement files, or None when there is none."""
+    for path in requirement_files:
+        for line in path.read_text().splitlines():
+            match = _TORCH_PIN.match(line)
+            if match:
+                return match.group(1)
+    return None
+
+
+def installed_version(distribution: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def index_reachable(url: str, timeout: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
+    """Whether a package index answers at ``url`` within ``timeout`` seconds, and what went wrong if not."""
+    probe = url.rstrip("/") + "/torch/"
+    try:
+        with urllib.request.urlopen(probe, timeout=timeout) as response:
+            response.read(1)
+        return True, ""
+    except urllib.error.HTTPError as error:
+        return False, f"HTTP {error.code} from {probe}"
+    except (OSError, ValueError) as error:  # URLError, timeouts, refused connections, a malformed URL
+        reason = getattr(error, "reason", error)
+        return False, f"{type(error).__name__}: {reason}"
+
+
+def fingerprint(files: list[Path]) -> str:
+    """A hash of what decides the install: each requirement file, and pyproject.toml less its ``[tool.*]``."""
+    digest = hashlib.sha256()
+    for path in sorted(files, key=str):
+        text = path.read_text()
+        if path.name == "pyproject.toml":
+            kept, in_tool = [], False
+            for line in text.splitlines():
+                if line.startswith("["):
+                    in_tool = line.strip("[] \t").startswith("tool.")
+                if not in_tool:
+                    kept.append(line)
+            text = "\n".join(kept)
+        digest.update(path.name.encode() + b"\0" + text.encode() + b"\0")
+    return digest.hexdigest()
+
+
+def fingerprint_inputs(requirement_files: list[Path]) -> list[Path]:
+    """The requirement files, the files they include with ``-r``, and pyproject.toml when one installs ``.``."""
+    inputs: list[Path] = []
+    pending = list(requirement_files)
+    while pending:
+        path = pending.pop()
+        if path in inputs:
+            continue
+        inputs.append(path)
+        for line in path.read_text().splitlines():
+            words = line.split("#", 1)[0].split()
+            if len(words) == 2 and words[0] in ("-r", "--requirement"):
+                pending.append(path.parent / words[1])
+            if len(words) >= 1 and words[-1] == "." and (path.parent / "pyproject.toml").exists():
+                inputs.append(path.parent / "pyproject.toml")
+    return inputs
+
+
+def run_pip(pip: list[str], args: list[str]) -> int:
+    command = [*pip, "install", "--disable-pip-version-check", *args]
+    say("running " + " ".join(shlex.quote(word) for word in command))
+    return subprocess.call(command)
+
+
+def install(requirement_files: list[Path], torch: str, cpu_index: str, pip: list[str]) -> int:
+    build, why = choose_torch(torch, sys.platform, nvidia_driver_present())
+    pin = torch_pin(requirement_files)
+    if build == "cpu" and pin is not None:
+        wanted = f"{pin}+cpu"  # the CPU index's label; a plain `torch==X` would accept an installed CUDA build
+        if installed_version("torch") == wanted:
+            say(f"torch {wanted} is installed already; keeping it")
+        else:
+            say(f"CPU-only torch {wanted}: {why}")
+            reachable, problem = index_reachable(cpu_index)
+            if not reachable:
+                say(f"PyTorch's CPU wheel index {cpu_index} cannot be reached ({problem}); falling back to the "
+                    f"default index, whose Linux torch wheel brings CUDA libraries (several GB). To get the small "
+                    f"CPU build later: make clean-venv, then make lab once the index can be reached.")
+            elif run_pip(pip, [f"torch=={wanted}", "--extra-index-url", cpu_index]) != 0:
+                say(f"installing torch from {cpu_index} failed (pip's message is above); falling back to the "
+                    f"default index (with CUDA libraries on Linux)")
+    elif pin is not None:
+        say(f"torch {pin} from the default index: {why}")
+    args = [arg for path in requirement_files for arg in ("-r", str(path))]
+    status = run_pip(pip, args)
+    if status == 0 and any("matplotlib" in path.read_text() for path in requirement_files):
+        build_font_cache()
+    return status
+
+
+def build_font_cache() -> None:
+    """matplotlib builds a cache of the machine's fonts on its first import, and says so in red (stderr) when that
+    takes over 5 s: in a learner's first lesson. Build it now, where a wait is expected."""
+    say("building matplotlib's font cache (once per machine)")
+    result = subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        say(f"could not import matplotlib to build its font cache (the first figure will build it):\n"
+            f"{result.stderr.strip()}")
+
+
+def default_pip() -> list[str]:
+    return [sys.executable, "-m", "pip"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python tools/install_env.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("requirements", nargs="+", type=Path, help="requirement files to install (pip -r)")
+    parser.add_argument("--torch", default="auto", choices=["auto", "cpu", "default"],
+                        help="which PyTorch build (default: auto)")
+    parser.add_argument("--cpu-index", default=CPU_INDEX, help=f"PyTorch's CPU wheel index (default {CPU_INDEX})")
+    parser.add_argument("--pip", default=None, help="the pip command to run (default: this Python's pip)")
+    parser.add_argument("--stamp", type=Path, default=None,
+                        help="skip the install when this file holds the requirements' current fingerprint")
+    args = parser.parse_args(argv)
+
+    missing = [str(path) for path in args.requirements if not path.is_file()]
+    if missing:
+        parser.error(f"no such requirement file: {', '.join(missing)}")
+    pip = shlex.split(args.pip) if args.pip else default_pip()
+    current = fingerprint(fingerprint_inputs(args.requirements))
+    if args.stamp is not None and args.stamp.is_file() and args.stamp.read_text().strip() == current:
+        say(f"{', '.join(map(str, args.requirements))} unchanged since the last install; nothing to do")
+        args.stamp.touch()
+        return 0
+    status = install(args.requirements, args.torch, args.cpu_index, pip)
+    if status == 0 and args.stamp is not None:
+        args.stamp.write_text(current + "\n")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
