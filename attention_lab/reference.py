@@ -12,6 +12,8 @@ import math
 import torch
 
 __all__ = ["attention", "blockwise_attention", "block_sparse_attention"]
+__all__ += ["linear_attention", "performer_attention", "topk_attention", "cluster_attention", "linformer_attention",
+            "synthesizer_attention"]
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None, *,
@@ -76,7 +78,112 @@ def block_sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, la
     return attention(q, k, v, mask.to(q.device))[0]
 
 
+# ---- efficient-attention family ----
+# Each returns (output, weights) like `attention`: weights is the method's effective i x j matrix, the weight each
+# query gives each value, written out in full (which the fast paths in attention_lab.efficient never do).
+
+
+def _row_normalise(weights: torch.Tensor) -> torch.Tensor:
+    """Divide each row by its sum; a row that sums to 0 stays 0 (a query with nothing to attend to)."""
+    total = weights.sum(dim=-1, keepdim=True)  # (..., i, 1)
+    return weights / torch.where(total > 0, total, torch.ones_like(total))
+
+
+def _future(n_q: int, n_k: int, device: torch.device) -> torch.Tensor:
+    """True where key j comes after query i (upper-left aligned). Shape: (i, j) bool."""
+    return torch.ones(n_q, n_k, dtype=torch.bool, device=device).triu(1)
+
+
+def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
+                     feature_map="elu") -> tuple[torch.Tensor, torch.Tensor]:
+    """Linear attention in its quadratic form: weights phi(q^i) . phi(k^j), each row divided by its sum.
+
+    ``feature_map``: ``"elu"`` (elu(x) + 1), ``"relu"`` or a callable giving non-negative features.
+
+    Shape: q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)`` -> output ``(..., i, dv)``, weights
+    ``(..., i, j)``.
+    """
+    if feature_map == "elu":
+        phi = lambda x: torch.nn.functional.elu(x) + 1.0
+    elif feature_map == "relu":
+        phi = torch.relu
+    else:
+        phi = feature_map
+    similarity = phi(q) @ phi(k).transpose(-2, -1)  # phi(q^i) . phi(k^j), (..., i, j)
+    if causal:
+        similarity = similarity.masked_fill(_future(q.shape[-2], k.shape[-2], q.device), 0.0)  # keys j <= i only
+    weights = _row_normalise(similarity)  # alpha'_{i,j}
+    return weights @ v, weights  # b^i = sum_j alpha'_{i,j} v^j
+
+
+def performer_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, projection: torch.Tensor, *,
+                        causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """FAVOR+ with the random directions given: phi(x) = exp(W x' - |x'|^2 / 2) / sqrt(m), x' = x / d^(1/4).
+
+    phi(q^i) . phi(k^j) estimates exp(q^i . k^j / sqrt(d)); rows are normalised as in softmax.
+
+    Shape: q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)``, projection ``(m, d)`` -> output
+    ``(..., i, dv)``, weights ``(..., i, j)``.
+    """
+    m = projection.shape[0]
+
+    def phi(x: torch.Tensor) -> torch.Tensor:
+        x = x / x.shape[-1] ** 0.25  # x', so that q' . k' = q . k / sqrt(d)
+        return torch.exp(x @ projection.T - (x * x).sum(dim=-1, keepdim=True) / 2) / math.sqrt(m)  # (..., n, m)
+
+    return linear_attention(q, k, v, causal=causal, feature_map=phi)
+
+
+def topk_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, top_k: int,
+                   index_scores: torch.Tensor | None = None, causal: bool = False
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention masked to each query's ``top_k`` keys by ``index_scores`` (or by q . k when None).
+
+    Shape: q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)``, index_scores ``(..., i, j)`` -> output
+    ``(..., i, dv)``, weights ``(..., i, j)``.
+    """
+    chosen_by = q @ k.transpose(-2, -1) if index_scores is None else index_scores  # (..., i, j)
+    if causal:
+        chosen_by = chosen_by.masked_fill(_future(q.shape[-2], k.shape[-2], q.device), float("-inf"))
+    best = chosen_by.topk(top_k, dim=-1)  # the top_k keys of each query, (..., i, top_k)
+    keep = torch.zeros_like(chosen_by, dtype=torch.bool).scatter(-1, best.indices, torch.isfinite(best.values))
+    return attention(q, k, v, keep)  # a chosen key with score -inf (future, or ruled out) is not kept
+
+
+def cluster_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, query_clusters: torch.Tensor,
+                      key_clusters: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention in which query i sees key j only when both belong to the same cluster.
+
+    Shape: q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)``, query_clusters ``(..., i)``, key_clusters
+    ``(..., j)`` -> output ``(..., i, dv)``, weights ``(..., i, j)``.
+    """
+    same = query_clusters[..., :, None] == key_clusters[..., None, :]  # (..., i, j)
+    return attention(q, k, v, same)
+
+
+def linformer_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, e_proj: torch.Tensor,
+                        f_proj: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention over K' = E K and V' = F V (``rank`` mixed rows); weights = alpha' F on the real values.
+
+    Shape: q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)``, e_proj and f_proj ``(rank, j)`` -> output
+    ``(..., i, dv)``, weights ``(..., i, j)``.
+    """
+    output, projected = attention(q, e_proj @ k, f_proj @ v)  # alpha'_{i,r} over the rank rows, (..., i, r)
+    return output, projected @ f_proj  # weight of query i on value j: sum_r alpha'_{i,r} F_{r,j}, (..., i, j)
+
+
+def synthesizer_attention(scores: torch.Tensor, v: torch.Tensor, *, causal: bool = False
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax over given scores (not q . k), then the weighted sum of values.
+
+    Shape: scores ``(..., i, j)``, v ``(..., j, dv)`` -> output ``(..., i, dv)``, weights ``(..., i, j)``.
+    """
+    if causal:
+        scores = scores.masked_fill(_future(scores.shape[-2], scores.shape[-1], scores.device), float("-inf"))
+    weights = torch.softmax(scores, dim=-1)  # alpha'_{i,j}
+    return weights @ v, weights
 # ---- attention while generating ----
+
 
 __all__ += ["rope", "grouped_query_attention", "latent_attention", "sliding_window_attention"]
 

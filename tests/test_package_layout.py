@@ -20,7 +20,7 @@ ALLOWED = {
     "efficient": {"_validation", "core"},
     "generation": {"_validation", "core"},
     "measure": {"_validation", "core", "efficient"},
-    "models": {"_validation", "core", "generation"},
+    "models": {"_validation", "core", "efficient", "generation", "measure"},
     "teaching": {"_validation", "core", "efficient", "generation", "measure", "models", "reference", "runtime"},
     "plotting": {"_validation", "core", "efficient", "generation", "measure", "models", "reference", "runtime"},
     "__init__": {"_validation", "core", "efficient", "generation", "reference", "runtime"},

@@ -10,6 +10,8 @@ wrapped in a residual connection with LayerNorm (层归一化) placed
 
 ``causal=True`` lets position i attend only to positions j <= i (a decoder); the default lets every position see
 the whole sequence (an encoder), which is what the toy tasks in :mod:`attention_lab.models.tasks` need.
+``attention=`` picks the blocks' attention (softmax by default; the efficient family by name, see
+:mod:`attention_lab.models.attention_choice`).
 
 ``positions="rope"`` replaces the learned position embedding by rotary positions inside attention, and
 ``num_kv_heads`` shares key/value heads between groups of query heads (:class:`~attention_lab.GroupedQueryAttention`);
@@ -26,6 +28,7 @@ from .._validation import check_bool, check_choice, check_number, check_positive
 from ..core.masks import causal_mask
 from ..core.multihead import MultiHeadAttention
 from ..generation.grouped import GroupedQueryAttention, grouped_self_attention
+from .attention_choice import AttentionSpec, _as_spec, build_attention
 from .generate import decode
 
 __all__ = ["NORMS", "POSITIONS", "TinyTransformer", "TransformerBlock", "attention_rollout"]
@@ -59,8 +62,8 @@ class TransformerBlock(nn.Module):
 
     def _attend(self, x: torch.Tensor, mask: torch.Tensor | None, need_weights: bool, cache: object
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if cache is None and isinstance(self.attn, MultiHeadAttention):
-            return self.attn(x, mask=mask, need_weights=need_weights)
+        if cache is None and not isinstance(self.attn, GroupedQueryAttention):
+            return self.attn(x, mask=mask, need_weights=need_weights)  # MultiHeadAttention or the efficient family
         # the mask carries causality without a cache; a cache means decoding, always causal
         return grouped_self_attention(self.attn, x, cache=cache, causal=cache is not None, mask=mask,
                                       need_weights=need_weights)
@@ -84,6 +87,9 @@ class TinyTransformer(nn.Module):
     True = keep) switches heads off: a switched-off head attends to nothing, so it contributes zero before the
     output projection (ablation).
 
+    ``attention`` is ``"softmax"`` (the default), the name of another attention in
+    :data:`~attention_lab.models.attention_choice.ATTENTIONS`, or an ``attention_spec(name, **options)``.
+
     Attributes: ``token_embedding``, ``position_embedding``, ``layers`` (a ``ModuleList`` of
     :class:`TransformerBlock`), ``final_norm`` (LayerNorm for ``norm="pre"``, identity otherwise), ``head``.
 
@@ -99,7 +105,7 @@ class TinyTransformer(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int, num_heads: int, num_layers: int, *, max_len: int,
                  norm: str = "pre", causal: bool = False, d_ff: int | None = None, positions: str = "learned",
-                 num_kv_heads: int | None = None) -> None:
+                 num_kv_heads: int | None = None, attention: str | AttentionSpec = "softmax") -> None:
         super().__init__()
         fn = "TinyTransformer"
         check_positive_int(fn, "vocab_size", vocab_size)
@@ -131,13 +137,21 @@ class TinyTransformer(nn.Module):
         self.num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.position_embedding = nn.Embedding(max_len, d_model) if positions == "learned" else None
+        spec = _as_spec(fn, attention)
+        if spec.name != "softmax" and (positions != "learned" or num_kv_heads is not None):
+            fail(fn, f"attention={spec.name!r} works with learned positions and one key/value head per query head, "
+                     f"got positions={positions!r} and num_kv_heads={num_kv_heads}; use attention='softmax' for "
+                     f"rope or grouped heads")
+        self.attention = attention
 
-        def attention() -> nn.Module | None:
+        def make_attention() -> nn.Module | None:
+            if spec.name != "softmax":
+                return build_attention(spec, d_model, num_heads, max_len=max_len, causal=causal, fn=fn)
             if positions == "learned" and num_kv_heads is None:
                 return None  # the block's default MultiHeadAttention
             return GroupedQueryAttention(d_model, num_heads, self.num_kv_heads, bias=True, rope=positions == "rope")
 
-        self.layers = nn.ModuleList(TransformerBlock(d_model, num_heads, d_ff, norm, attention())
+        self.layers = nn.ModuleList(TransformerBlock(d_model, num_heads, d_ff, norm, make_attention())
                                     for _ in range(num_layers))
         self.final_norm = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
         self.head = nn.Linear(d_model, vocab_size)

@@ -10,6 +10,7 @@ perceptually uniform and colorblind-safe (viridis for weights, cividis for masks
 from ._base import MASK_CMAP, WEIGHTS_CMAP  # noqa: F401 (colormap names for callers)
 from ._blocks import plot_block_layout, plot_block_layouts
 from ._cost import plot_bench, plot_memory_vs_length, plot_time_vs_length
+from ._efficient import plot_attention_family, plot_budget_errors, plot_lra_bubbles, plot_ratio_sweep
 from ._generation import plot_cache_memory, plot_generation_speed, plot_rope_rotation
 from ._masks import plot_mask, plot_positions, plot_rnn_vs_attention
 from ._training import (
@@ -40,6 +41,10 @@ __all__ = [
     "plot_steps",
     "plot_time_vs_length",
     "plot_training_curves",
+    "plot_attention_family",
+    "plot_budget_errors",
+    "plot_lra_bubbles",
+    "plot_ratio_sweep",
     "plot_cache_memory",
     "plot_generation_speed",
     "plot_rope_rotation",

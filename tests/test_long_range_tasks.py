@@ -1,0 +1,86 @@
+"""The long-range tasks: right answers (checked against a plain re-computation), seeded, errors named; and one
+benchmark run end to end at a small size."""
+
+import pytest
+import torch
+
+from attention_lab.models.long_range import LONG_RANGE_ATTENTIONS, run_long_range
+from attention_lab.models.tasks import IGNORE_INDEX, AssociativeRecall, ListOps, make_generator, make_task
+
+
+@pytest.mark.parametrize("task", [AssociativeRecall(seq_len=40), ListOps(seq_len=40), AssociativeRecall(),
+                                  ListOps(seq_len=300, n_groups=3, group_size=4)], ids=lambda t: t.name)
+def test_shapes_ranges_and_solve(task):
+    tokens, targets = task.sample(17, generator=make_generator(2))
+    assert tokens.shape == targets.shape == (17, task.seq_len) and tokens.dtype == torch.long
+    assert 0 <= int(tokens.min()) and int(tokens.max()) < task.vocab_size
+    scored = targets[targets != IGNORE_INDEX]
+    assert 0 <= int(scored.min()) and int(scored.max()) < task.n_symbols
+    torch.testing.assert_close(task.solve(tokens), targets)
+
+
+def test_recall_answers_by_reading_the_pairs():
+    task = AssociativeRecall(seq_len=30, n_symbols=5, n_keys=6, n_pairs=3)
+    tokens, targets = task.sample(200, generator=make_generator(0))
+    v, k, p = 5, 6, 3
+    for row, answer in zip(tokens.tolist(), targets.tolist()):
+        pairs = {(t - v - 1 - k) // v: (t - v - 1 - k) % v for t in row if t > v + k}
+        assert len(pairs) == p and sum(t == v for t in row) == 30 - 2 * p  # distinct keys, the rest filler
+        asked = [t - v - 1 for t in row[-p:]]
+        assert sorted(asked) == sorted(pairs) and answer[-p:] == [pairs[a] for a in asked]
+        assert answer[:-p] == [IGNORE_INDEX] * (30 - p)
+    assert task.token_labels(torch.tensor([0, 5, 6, 12 + 2 * 5 + 4])) == ["0", ".", "k0?", "k2:4"]
+
+
+def test_listops_answers_by_evaluating_the_tree():
+    task = ListOps(seq_len=50, n_symbols=10, n_groups=3, group_size=2)
+    tokens, targets = task.sample(200, generator=make_generator(1))
+    v, g = 10, 3
+    for row, answer in zip(tokens.tolist(), targets.tolist()):
+        digits = {group: [] for group in range(g)}
+        ops = {}
+        for position, t in enumerate(row[:-1]):
+            if v < t < v + 1 + g * v:
+                digits[(t - v - 1) // v].append((t - v - 1) % v)
+            elif t >= v + 1 + g * v:
+                ops[(t - v - 1 - g * v) // 2] = ((t - v - 1 - g * v) % 2, position)
+        values = {}
+        for group, (op, position) in ops.items():
+            values[group] = max(digits[group]) if op == 0 else min(digits[group])
+            assert answer[position] == values[group]
+        outer = row[-1] - (v + 1 + g * v + 2 * g)
+        assert answer[-1] == (max(values.values()) if outer == 0 else min(values.values()))
+        assert sum(a != IGNORE_INDEX for a in answer) == g + 1
+    assert task.token_labels(torch.tensor([10, 3 + 11, 11 + 30 + 3, 11 + 30 + 6])) == [".", "3g0", "MINg1", "MAX"]
+
+
+@pytest.mark.parametrize("task", [AssociativeRecall(seq_len=64), ListOps(seq_len=64)], ids=lambda t: t.name)
+def test_seeded_and_global_rng_untouched(task):
+    state = torch.random.get_rng_state()
+    a = task.sample(8, generator=make_generator(3))
+    b = task.sample(8, generator=make_generator(3))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert torch.equal(a[0], b[0]) and not torch.equal(a[0], task.sample(8, generator=make_generator(4))[0])
+
+
+def test_make_task_knows_the_new_tasks_and_bad_options_are_named():
+    assert make_task("recall", seq_len=32) == AssociativeRecall(seq_len=32)
+    assert isinstance(make_task("listops"), ListOps)
+    with pytest.raises(ValueError, match=r"AssociativeRecall\(\): n_pairs must be at most n_keys=4"):
+        AssociativeRecall(n_keys=4, n_pairs=5)
+    with pytest.raises(ValueError, match=r"AssociativeRecall\(\): seq_len must hold the pairs and the questions"):
+        AssociativeRecall(seq_len=7, n_pairs=4)
+    with pytest.raises(ValueError, match=r"ListOps\(\): seq_len must hold every operator and digit"):
+        ListOps(seq_len=10, n_groups=3, group_size=3)
+    with pytest.raises(TypeError, match=r"n_groups must be an int"):
+        ListOps(n_groups=2.0)
+
+
+def test_one_benchmark_run_end_to_end(one_torch_thread):
+    result = run_long_range("recall", "linear", 64, steps=3)
+    assert result.task == "recall" and result.attention == "linear" and result.n == 64 and result.steps == 3
+    assert 0.0 <= result.accuracy <= 1.0 and result.steps_per_s > 0 and result.peak_bytes > 0
+    assert set(LONG_RANGE_ATTENTIONS) >= {"softmax", "sliding", "sliding+global", "linear", "performer", "topk",
+                                          "cluster", "linformer", "synthesizer"}
+    with pytest.raises(ValueError, match=r"run_long_range\(\): attention must be one of"):
+        run_long_range("recall", "flash", 64, steps=1)
