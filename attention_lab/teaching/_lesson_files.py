@@ -8,7 +8,7 @@ from pathlib import Path
 
 __all__ = ["resolve_lessons"]
 
-_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]  # attention_lab/teaching/<this file> -> the checkout
 
 
 def _notebook_dirs() -> list[Path]:
