@@ -368,6 +368,12 @@ def test_module_entry_point_defaults_to_every_lesson(tmp_path, monkeypatch, caps
     assert classroom.resolve_lessons([LESSONS[0].name]) == [LESSONS[0].resolve()]
 
 
+def test_lessons_are_found_in_the_checkout_from_any_folder(tmp_path, monkeypatch):
+    """Run from a folder without notebooks/ (a teacher's own), the lessons of this checkout are still found."""
+    monkeypatch.chdir(tmp_path)
+    assert classroom.resolve_lessons([LESSONS[0].stem[:2]]) == [LESSONS[0].resolve()]
+
+
 # --- nbgrader, when a teacher has it --------------------------------------------------------------
 
 @pytest.mark.parametrize("lesson", LESSON_PARAMS)

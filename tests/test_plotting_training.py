@@ -10,7 +10,7 @@ from attention_lab import plotting
 from attention_lab.models.tasks import Reversal
 from attention_lab.models.training import History
 from attention_lab.models.transformer import TinyTransformer, attention_rollout
-from attention_lab.plotting import _training
+from attention_lab.plotting import _trained_attention
 
 
 def model(layers=2, heads=2, d_model=12, vocab=7, max_len=9, seed=0):
@@ -105,7 +105,7 @@ def test_attention_explorer_builds_and_redraws(capsys):
 def test_attention_explorer_titles_and_ticks_count_from_zero_and_name_the_token(monkeypatch):
     pytest.importorskip("ipywidgets")
     drawn = []
-    monkeypatch.setattr(_training, "plot_attention", lambda weights, rows, cols, title: drawn.append(
+    monkeypatch.setattr(_trained_attention, "plot_attention", lambda weights, rows, cols, title: drawn.append(
         (weights.clone(), rows, cols, title)) or "figure")
     task = Reversal(seq_len=5, n_symbols=7)
     m = model(max_len=5)

@@ -13,15 +13,8 @@ from ._cost import plot_bench, plot_memory_vs_length, plot_time_vs_length
 from ._efficient import plot_attention_family, plot_budget_errors, plot_lra_bubbles, plot_ratio_sweep
 from ._generation import plot_cache_memory, plot_generation_speed, plot_rope_rotation
 from ._masks import plot_mask, plot_positions, plot_rnn_vs_attention
-from ._training import (
-    attention_explorer,
-    plot_layer_grad_norms,
-    plot_metric,
-    plot_rollout,
-    plot_steps,
-    plot_training_curves,
-    position_labels,
-)
+from ._trained_attention import attention_explorer, plot_rollout, position_labels
+from ._training import plot_layer_grad_norms, plot_metric, plot_steps, plot_training_curves
 from ._weights import plot_attention, plot_heads
 
 __all__ = [

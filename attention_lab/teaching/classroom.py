@@ -15,6 +15,9 @@ keys Jupyter and nbgrader use (tags, nbgrader, editable, ...).
 Files already in the output folder (a student's work) are never overwritten without ``--force``; the
 command says which it skipped. An output folder inside the lessons' folder is refused: the copies would
 sit among, and could replace, the solution notebooks. Only ``nbformat`` is needed (JupyterLab brings it).
+
+The solution markup is read in ``_solution_markup``, lessons and the output folder are found in ``_lesson_files``;
+every name is imported from here.
 """
 
 from __future__ import annotations
@@ -24,11 +27,22 @@ import copy
 import os
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+
+from ._lesson_files import _check_output_dir, resolve_lessons
+from ._solution_markup import (
+    BEGIN_SOLUTION,
+    CODE_STUB,
+    END_SOLUTION,
+    TEXT_STUB,
+    MarkupError,
+    solution_regions,
+    strip_solutions,
+)
 
 __all__ = [
     "BEGIN_SOLUTION",
@@ -46,17 +60,6 @@ __all__ = [
     "write_student_copies",
 ]
 
-BEGIN_SOLUTION = "### BEGIN SOLUTION"
-END_SOLUTION = "### END SOLUTION"
-CODE_STUB = (
-    "# YOUR CODE HERE",
-    'raise NotImplementedError("replace this line with your answer, then run the check cell below")',
-)
-TEXT_STUB = ("YOUR ANSWER HERE",)
-
-# A line that looks like a delimiter without being exactly one (a typo would leak the solution).
-# Prose that merely mentions the delimiters (in backticks, mid-sentence) is left alone.
-_DELIMITER_LIKE = re.compile(r"^(#+|//)?\s*(BEGIN|END)[ _-]*SOLUTIONS?\b", re.IGNORECASE)
 # How lessons import their checks: `from attention_lab.teaching.checks import lesson00 as check`, `import
 # attention_lab.teaching.checks.lesson02 as ex`, `from attention_lab.teaching.checks.lesson01 import scores_for_query`.
 _CHECK_MODULE_IMPORT = re.compile(
@@ -70,12 +73,6 @@ _KEPT_CELL_METADATA = ("tags", "nbgrader", "editable", "deletable", "jupyter", "
                        "jp-MarkdownHeadingCollapsed")  # a deep dive stays folded in the copy
 _KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
-_PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
-
-class MarkupError(ValueError):
-    """A lesson's exercise markup breaks the convention (unbalanced or misspelt delimiters)."""
-
 
 @dataclass
 class CopyReport:
@@ -84,61 +81,6 @@ class CopyReport:
     written: list[Path] = field(default_factory=list)
     skipped: list[Path] = field(default_factory=list)
     regions: dict[Path, int] = field(default_factory=dict)
-
-
-def solution_regions(source: str, *, where: str = "cell") -> list[list[str]]:
-    """The solution regions of one cell's source, each as its list of lines (delimiters excluded).
-
-    Raises ``MarkupError`` for a ``BEGIN`` without ``END``, an ``END`` without ``BEGIN``, nested
-    regions, or a line that resembles a delimiter without being exactly one (``## BEGIN SOLUTION``).
-    """
-    regions: list[list[str]] = []
-    current: list[str] | None = None
-    for number, line in enumerate(source.split("\n"), start=1):
-        text = line.strip()
-        here = f"{where}, line {number}"
-        if text == BEGIN_SOLUTION:
-            if current is not None:
-                raise MarkupError(f"{here}: nested {BEGIN_SOLUTION!r}; close the first region "
-                                  f"with {END_SOLUTION!r} before opening another")
-            current = []
-        elif text == END_SOLUTION:
-            if current is None:
-                raise MarkupError(f"{here}: {END_SOLUTION!r} without a {BEGIN_SOLUTION!r} before it")
-            regions.append(current)
-            current = None
-        elif _DELIMITER_LIKE.search(text):
-            raise MarkupError(f"{here}: {text!r} looks like a solution delimiter but is not exactly "
-                              f"{BEGIN_SOLUTION!r} or {END_SOLUTION!r}; fix its spelling")
-        elif current is not None:
-            current.append(line)
-    if current is not None:
-        raise MarkupError(f"{where}: {BEGIN_SOLUTION!r} without a matching {END_SOLUTION!r}")
-    return regions
-
-
-def strip_solutions(source: str, *, markdown: bool = False, where: str = "cell") -> tuple[str, int]:
-    """Replace every solution region of ``source`` by the stub; return the new source and the count.
-
-    The stub takes the indentation of the ``BEGIN`` line; lines outside the regions stay unchanged.
-    """
-    solution_regions(source, where=where)  # validate the markup before replacing anything
-    stub = TEXT_STUB if markdown else CODE_STUB
-    kept: list[str] = []
-    inside = False
-    count = 0
-    for line in source.split("\n"):
-        text = line.strip()
-        if text == BEGIN_SOLUTION:
-            indent = line[: len(line) - len(line.lstrip())]
-            kept.extend(indent + stub_line for stub_line in stub)
-            inside = True
-            count += 1
-        elif text == END_SOLUTION:
-            inside = False
-        elif not inside:
-            kept.append(line)
-    return "\n".join(kept), count
 
 
 def _clean_cell_metadata(cell: nbformat.NotebookNode) -> None:
@@ -209,66 +151,6 @@ def student_notebook(
     metadata = {"kernelspec": dict(_KERNELSPEC), "language_info": {"name": "python"}}
     student.metadata = nbformat.from_dict(metadata)
     return student, total
-
-
-def _notebook_dirs() -> list[Path]:
-    """Where lessons live: ``notebooks/`` in the current folder and in this checkout (if present)."""
-    dirs = []
-    for base in (Path.cwd(), _PROJECT_ROOT):
-        candidate = (base / "notebooks").resolve()
-        if candidate.is_dir() and candidate not in dirs:
-            dirs.append(candidate)
-    return dirs
-
-
-def resolve_lessons(names: Sequence[str]) -> list[Path]:
-    """Lessons from paths, file names or number prefixes (``02``); every ``notebooks/*.ipynb`` if empty."""
-    dirs = _notebook_dirs()
-    if not names:
-        if not dirs:
-            raise FileNotFoundError("classroom student: no notebooks/ folder here or in the project; "
-                                    "run it from the project root or name the lessons")
-        lessons = sorted(dirs[0].glob("*.ipynb"))
-        if not lessons:
-            raise FileNotFoundError(f"classroom student: no lessons (*.ipynb) in {dirs[0]}")
-        return lessons
-    lessons = []
-    for name in names:
-        path = Path(name)
-        found: list[Path] = []
-        if path.is_file():
-            found = [path.resolve()]
-        else:
-            stem = path.name.removesuffix(".ipynb")
-            for folder in dirs:
-                found = sorted(p for p in folder.glob("*.ipynb")
-                               if p.stem == stem or p.stem.startswith(stem + "_"))
-                if found:
-                    break
-        if not found:
-            looked = ", ".join(map(str, dirs)) or "no notebooks/ folder"
-            raise FileNotFoundError(f"classroom student: no lesson matches {name!r} (looked in {looked}); "
-                                    f"give a path, a file name or a number such as 02")
-        if len(found) > 1:
-            names_found = ", ".join(p.name for p in found)
-            raise FileNotFoundError(f"classroom student: {name!r} matches several lessons ({names_found}); "
-                                    f"give the full name")
-        if found[0] not in lessons:
-            lessons.append(found[0])
-    return lessons
-
-
-def _check_output_dir(out: Path, lessons: Iterable[Path]) -> Path:
-    resolved = out.expanduser().resolve()  # follows symlinks, also when only part of the path exists
-    protected = set(_notebook_dirs()) | {lesson.resolve().parent for lesson in lessons}
-    for folder in sorted(protected):
-        if resolved == folder or folder in resolved.parents:
-            raise ValueError(f"classroom student: --out must be outside the lessons' folder {folder}, "
-                             f"got {out} (resolves to {resolved}); copies there would mix with, and "
-                             f"could replace, the solution notebooks; use e.g. --out student/")
-    if resolved.exists() and not resolved.is_dir():
-        raise ValueError(f"classroom student: --out must be a folder, got the file {out}")
-    return resolved
 
 
 def write_student_copies(lessons: Sequence[Path], out: Path, *, force: bool = False) -> CopyReport:
