@@ -310,3 +310,27 @@ def test_lesson_stats_command_prints_one_row_per_lesson_and_a_usage(tmp_path, ca
     with pytest.raises(SystemExit) as stopped:
         lesson_stats.main(["--help"])
     assert stopped.value.code == 0 and "LESSON.ipynb" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_teaching_guide_states_the_measured_reading_figures(path):
+    """docs/teaching.md gives each lesson's words and code lines per part, and its stated and measured reading
+    minutes, as lesson_stats measures them now."""
+    import math
+
+    from attention_lab.teaching.lesson_stats import lesson_stats, stated_minutes
+
+    guide = (path.parent.parent / "docs" / "teaching.md").read_text(encoding="utf-8")
+    number, stats = path.name[:2], lesson_stats(path)
+
+    def part(name: str) -> str:
+        if not stats.words[name] and not stats.code_lines[name]:
+            return "none"
+        return f"{stats.words[name]:,}, {stats.code_lines[name]} ({stats.minutes(name):.1f})"
+
+    figures = (f"| {number} | {part('core')} | {part('deep_dive')} | "
+               f"{stats.words['exercises']:,}, {stats.code_lines['exercises']} |")
+    assert figures in guide, f"docs/teaching.md should have the row {figures!r}"
+    lesson_map = re.search(rf"^\| {number} \| `{path.stem}` \|.*\| (\d+) / (\d+) \| \d+ / \d+ \|$", guide, re.M)
+    assert lesson_map, f"docs/teaching.md: no lesson-map row for {path.stem}"
+    assert (int(lesson_map[1]), int(lesson_map[2])) == (stated_minutes(path), math.ceil(stats.minutes("core")))
