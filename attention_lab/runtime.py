@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import random
 import sys
@@ -10,7 +11,7 @@ import torch
 
 from ._validation import check_positive_int
 
-__all__ = ["device", "seed_everything", "environment"]
+__all__ = ["device", "seed_everything", "environment", "machine_label"]
 
 
 def device() -> torch.device:
@@ -44,3 +45,18 @@ def environment() -> dict[str, str]:
         "device": str(device()),
         "cpu threads (torch)": str(torch.get_num_threads()),
     }
+
+
+def machine_label(note: str = "") -> str:
+    """What a benchmark's CSV says about the machine: the CPU's model name (from /proc/cpuinfo where the system has
+    it, else what ``platform`` reports) and its logical core count, plus an optional note such as "busy".
+
+    Shape: a string, e.g. ``"AMD EPYC, 2 logical cores (quiet)"``.
+    """
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            model = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{model}, {os.cpu_count()} logical cores" + (f" ({note})" if note else "")

@@ -31,7 +31,6 @@ import argparse
 import csv
 import datetime
 import os
-import platform
 import statistics
 import sys
 import time
@@ -49,6 +48,7 @@ import torch.nn.functional as F
 import attention_lab as al
 from attention_lab.measure import timing
 from attention_lab.measure.memory import format_bytes, measure_peak_memory
+from attention_lab.runtime import machine_label
 
 HEADS, HEAD_DIM = 8, 64
 DEFAULT_CSV = Path(__file__).resolve().parent / "results" / "block_sparse.csv"
@@ -170,17 +170,6 @@ def target_blockwise(rounds: int, block_sizes: list[int]) -> None:
         print(f"{name:<52} {format_bytes(peak):>12}   naive / this = {naive / peak:6.1f}  (target >= 10)")
 
 
-def machine_name() -> str:
-    """The CPU's model name where the system says it (Linux), else what platform reports."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return f"{line.split(':', 1)[1].strip()} ({platform.machine()}, {platform.system()})"
-    except OSError:
-        pass
-    return f"{platform.processor() or platform.machine()} ({platform.system()})"
-
-
 def sweep(lengths: list[int], rounds: int, use_flex: bool, block_size: int) -> list[dict[str, object]]:
     """Forward time (fastest of ``rounds`` interleaved rounds) and peak memory per variant and n; one dict a row."""
     flex = None
@@ -188,7 +177,7 @@ def sweep(lengths: list[int], rounds: int, use_flex: bool, block_size: int) -> l
         flex, reason = compiled_flex()
         if reason:
             print(f"FlexAttention left out of the sweep: {reason}")
-    label = {"machine": machine_name(), "logical_cores": os.cpu_count(), "threads": torch.get_num_threads(),
+    label = {"machine": machine_label(), "logical_cores": os.cpu_count(), "threads": torch.get_num_threads(),
              "torch": torch.__version__, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
     print(f"\nsweep: forward time (fastest of {rounds} interleaved rounds) and forward peak memory, b=1 h={HEADS} "
           f"d={HEAD_DIM} fp32, {torch.get_num_threads()} threads; blockwise block_size={block_size}; layout "

@@ -22,7 +22,6 @@ import argparse
 import csv
 import datetime
 import os
-import platform
 import sys
 from pathlib import Path
 
@@ -37,23 +36,13 @@ import torch.nn.functional as F
 import attention_lab as al
 from attention_lab.measure.memory import format_bytes, measure_peak_memory
 from attention_lab.measure.timing import compare, crossover, fit_slope, thread_report
+from attention_lab.runtime import machine_label
 
 HEADS, HEAD_DIM = 8, 64
 SLIDING = al.BlockLayout.sliding_window(128, neighbours=1)
 BASELINE = "SDPA (dense)"
 SLIDING_NAME = "block-sparse sliding (128, 1 block each side)"
 DEFAULT_CSV = Path(__file__).parent / "results" / "efficient_attention.csv"
-
-
-def machine_label(note: str) -> str:
-    """CPU model and core count from the operating system, plus a note on how quiet the machine was."""
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            model = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{model}, {os.cpu_count()} logical cores" + (f" ({note})" if note else "")
 
 
 def variants(n: int, synthesizer_max: int) -> dict:

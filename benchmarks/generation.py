@@ -32,7 +32,6 @@ import argparse
 import csv
 import datetime
 import os
-import platform
 import sys
 from pathlib import Path
 
@@ -48,6 +47,7 @@ from attention_lab.measure.memory import format_bytes, measure_peak_memory
 from attention_lab.measure.timing import agree, compare, crossover, thread_report
 from attention_lab.models.generate import decode, make_caches, next_token_timers
 from attention_lab.models.transformer import TinyTransformer
+from attention_lab.runtime import machine_label
 
 THREADS = 2
 VOCAB, D_MODEL, HEADS, LAYERS = 11, 32, 4, 2  # lesson 11's model (Repeat task with 10 symbols + separator)
@@ -60,17 +60,6 @@ def lesson_model(num_kv_heads: int | None = None) -> TinyTransformer:
     torch.manual_seed(0)
     return TinyTransformer(VOCAB, D_MODEL, HEADS, LAYERS, max_len=4096, causal=True, positions="rope",
                            num_kv_heads=num_kv_heads).eval()
-
-
-def machine() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return f"{line.split(':', 1)[1].strip()} ({os.cpu_count()} logical cores)"
-    except OSError:
-        pass
-    return f"{platform.processor() or platform.machine()} ({os.cpu_count()} logical cores)"
 
 
 def speed_vs_context(model: TinyTransformer, contexts: list[int], rounds: int, rows: list[dict]) -> None:
@@ -116,35 +105,31 @@ def cache_update_timers(context: int, batch: int) -> dict:
     return timers
 
 
+def _cache_comparison(what: str, timers: dict, section: str, setting: str, context: int, batch: int, rounds: int,
+                      rows: list[dict]) -> None:
+    """Time concatenated against pre-allocated cache in interleaved rounds, print the verdict, keep the rows."""
+    result = compare(timers, rounds=rounds, min_time=0.02)
+    ratio = result.ratio["pre-allocated cache"]
+    best = result.best_s["concatenated cache"] / result.best_s["pre-allocated cache"]
+    verdict = "too noisy to conclude" if not agree(ratio, best) else "met" if ratio >= 1.5 else "MISSED"
+    print(f"{what}, batch {batch:>2}: {result.speed('pre-allocated cache', 'concatenated cache')} "
+          f"(goal 1.5x: {verdict})")
+    for variant, seconds in result.best_s.items():
+        rows.append(dict(section=section, setting=setting, context=context, batch=batch, variant=variant,
+                         seconds=f"{seconds:.6g}", tokens_per_s=f"{batch / seconds:.6g}",
+                         ratio=f"{result.ratio[variant]:.4g}", baseline=result.baseline))
+
+
 def preallocated_vs_concat(model: TinyTransformer, context: int, rounds: int, rows: list[dict],
                            generated: int) -> None:
     print(f"\n2. pre-allocated against concatenated cache at context {context}")
     for batch in (1, 16):
-        result = compare(cache_update_timers(context, batch), rounds=rounds, min_time=0.02)
-        ratio = result.ratio["pre-allocated cache"]
-        best = result.best_s["concatenated cache"] / result.best_s["pre-allocated cache"]
-        verdict = "too noisy to conclude" if not agree(ratio, best) else "met" if ratio >= 1.5 else "MISSED"
-        print(f"cache update alone (append one position), batch {batch:>2}: "
-              f"{result.speed('pre-allocated cache', 'concatenated cache')} (goal 1.5x: {verdict})")
-        for variant, seconds in result.best_s.items():
-            rows.append(dict(section="prealloc_vs_concat_update", setting=f"one append at context {context}",
-                             context=context, batch=batch, variant=variant, seconds=f"{seconds:.6g}",
-                             tokens_per_s=f"{batch / seconds:.6g}", ratio=f"{result.ratio[variant]:.4g}",
-                             baseline=result.baseline))
+        _cache_comparison("cache update alone (append one position)", cache_update_timers(context, batch),
+                          "prealloc_vs_concat_update", f"one append at context {context}", context, batch, rounds, rows)
     for batch in (1, 16):
         timers = next_token_timers(model, context, batch_size=batch)
-        result = compare({name: timers[name] for name in ("concatenated cache", "pre-allocated cache")},
-                         rounds=rounds, min_time=0.02)
-        ratio = result.ratio["pre-allocated cache"]
-        best = result.best_s["concatenated cache"] / result.best_s["pre-allocated cache"]
-        verdict = "too noisy to conclude" if not agree(ratio, best) else "met" if ratio >= 1.5 else "MISSED"
-        print(f"one step, batch {batch:>2}: {result.speed('pre-allocated cache', 'concatenated cache')} "
-              f"(goal 1.5x: {verdict})")
-        for variant, seconds in result.best_s.items():
-            rows.append(dict(section="prealloc_vs_concat_step", setting=f"one step at context {context}",
-                             context=context, batch=batch, variant=variant, seconds=f"{seconds:.6g}",
-                             tokens_per_s=f"{batch / seconds:.6g}", ratio=f"{result.ratio[variant]:.4g}",
-                             baseline=result.baseline))
+        _cache_comparison("one step", {name: timers[name] for name in ("concatenated cache", "pre-allocated cache")},
+                          "prealloc_vs_concat_step", f"one step at context {context}", context, batch, rounds, rows)
     if not generated:
         return
     prompt = torch.randint(0, VOCAB, (1, 16), generator=torch.Generator().manual_seed(0))
@@ -216,7 +201,7 @@ def main() -> None:
     print(f"\nload average (1 min), start -> end: {load}")
     if args.quick:
         return
-    stamp = dict(machine=machine(), threads=torch.get_num_threads(), torch=torch.__version__,
+    stamp = dict(machine=machine_label(), threads=torch.get_num_threads(), torch=torch.__version__,
                  date=datetime.date.today().isoformat(), load=load, note=args.note)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     with open(RESULTS, "w", newline="", encoding="utf-8") as out:

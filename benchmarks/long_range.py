@@ -21,7 +21,6 @@ import argparse
 import csv
 import datetime
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -29,19 +28,9 @@ from pathlib import Path
 import torch
 
 from attention_lab.models.long_range import LONG_RANGE_ATTENTIONS, LONG_RANGE_TASKS, LongRangeSetting, run_long_range
+from attention_lab.runtime import machine_label
 
 DEFAULT_CSV = Path(__file__).parent / "results" / "long_range.csv"
-
-
-def machine_label(note: str) -> str:
-    """CPU model and core count from the operating system, plus a note on how quiet the machine was."""
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            model = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{model}, {os.cpu_count()} logical cores" + (f" ({note})" if note else "")
 
 
 def main() -> None:

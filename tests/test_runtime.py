@@ -51,3 +51,13 @@ def test_import_does_not_load_matplotlib():
     code = "import sys, attention_lab; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_machine_label_names_the_cpu_and_its_cores_and_keeps_a_note():
+    import os
+
+    from attention_lab.runtime import machine_label
+
+    plain, noted = machine_label(), machine_label("busy")
+    assert plain.endswith(f", {os.cpu_count()} logical cores") and plain.split(",")[0].strip()
+    assert noted == plain + " (busy)"
