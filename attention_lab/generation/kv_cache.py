@@ -29,7 +29,8 @@ def _check_dtype(fn: str, dtype: object) -> torch.dtype:
 
 
 class _Cache:
-    """What the three caches share: their sizes, the checks on appended keys and values, and ``offset``."""
+    """What the three caches share: their sizes, the checks on appended keys and values, ``offset``, ``nbytes`` and
+    (for the two that keep every position in order) ``positions``."""
 
     def __init__(self, fn: str, batch_size: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype,
                  device: torch.device | str | None) -> None:
@@ -40,6 +41,16 @@ class _Cache:
         self.dtype = _check_dtype(fn, dtype)
         self.device = torch.device(device) if device is not None else torch.get_default_device()
         self._seen = 0  # positions appended since the last reset
+
+    @property
+    def positions(self) -> torch.Tensor:
+        """The position of each cached key, in the order ``append`` returns them. Shape: ``(len,)``."""
+        return torch.arange(len(self), device=self.device)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the cache holds: its key and value buffers."""
+        return self.keys.nbytes + self.values.nbytes
 
     @property
     def offset(self) -> int:
@@ -92,15 +103,6 @@ class KVCache(_Cache):
     def __len__(self) -> int:
         return self._seen
 
-    @property
-    def positions(self) -> torch.Tensor:
-        """The position of each cached key, in the order ``append`` returns them. Shape: ``(len,)``."""
-        return torch.arange(len(self), device=self.device)
-
-    @property
-    def nbytes(self) -> int:
-        return self.keys.nbytes + self.values.nbytes
-
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store t new positions; return views of all cached keys and values. Shape: ``(b, h_kv, len, d)`` each."""
         t = self._check_kv(k, v)
@@ -141,15 +143,6 @@ class ConcatKVCache(_Cache):
 
     def __len__(self) -> int:
         return self.keys.shape[2]
-
-    @property
-    def positions(self) -> torch.Tensor:
-        """The position of each cached key. Shape: ``(len,)``."""
-        return torch.arange(len(self), device=self.device)
-
-    @property
-    def nbytes(self) -> int:
-        return self.keys.nbytes + self.values.nbytes
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Concatenate t new positions; return all cached keys and values. Shape: ``(b, h_kv, len, d)`` each."""
@@ -209,10 +202,6 @@ class SlidingWindowKVCache(_Cache):
         slots = torch.arange(len(self), device=self.device)
         oldest = self._seen - len(self)
         return oldest + (slots - oldest) % self.window
-
-    @property
-    def nbytes(self) -> int:
-        return self.keys.nbytes + self.values.nbytes
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store t new positions, overwriting the oldest; return the filled slots. Shape: ``(b, h_kv, len, d)``."""
