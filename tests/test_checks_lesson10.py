@@ -82,6 +82,12 @@ def decay_norm_only(q, k, v, gamma):
     return (w * lower) @ v / (w * decay).sum(-1, keepdim=True)
 
 
+def mask_not_causal(q, k, v, gamma):  # the parallel form's gamma^(t - s) kept for s > t
+    t = torch.arange(q.shape[-2])
+    w = phi(q) @ phi(k).transpose(-2, -1) * gamma ** (t[:, None] - t[None, :]).double()
+    return w @ v / w.sum(-1, keepdim=True)
+
+
 def not_causal(q, k, v, gamma):
     n = q.shape[-2]
     t = torch.arange(n)
@@ -103,6 +109,7 @@ def hard_coded_axes(q, k, v, gamma):  # works for (n, d) inputs only
     (decay_state_only, "S forgets but z does not"),
     (decay_norm_only, "z forgets but S does not"),
     (not_causal, "keys from later positions"),
+    (mask_not_causal, "zero above the diagonal"),
     (growing, "older keys weigh more"),
     (hard_coded_axes, "should have that shape"),
     (lambda q, k, v, gamma: q @ v, "raised RuntimeError"),

@@ -41,6 +41,13 @@ def _decayed(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gamma: float, *,
     return (s_weights @ v) / z_weights.sum(dim=-1, keepdim=True)
 
 
+def _decayed_unmasked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gamma: float) -> torch.Tensor:
+    """The parallel form with gamma^(t - s) for every s, later keys included (a mask that forgot causality)."""
+    t = torch.arange(q.shape[-2], dtype=torch.float64)
+    weights = _phi(q) @ _phi(k).transpose(-2, -1) * gamma ** (t[:, None] - t[None, :])  # (..., n, n)
+    return (weights @ v) / weights.sum(dim=-1, keepdim=True)
+
+
 def _as_output(got: object, expected: torch.Tensor) -> torch.Tensor:
     if not isinstance(got, torch.Tensor):
         try:
@@ -80,6 +87,9 @@ def decayed_linear_attention(answer: object) -> None:
             if close(got, _decayed(q, k, v, gamma, causal=False)):
                 hint("every position reads keys from later positions: a causal state holds only keys 0..t when "
                      "output t is computed")
+            if close(got, _decayed_unmasked(q, k, v, gamma)):
+                hint("later keys get weight gamma^(t - s), above 1 for s > t, instead of 0: the decay matrix must "
+                     "also be causal, zero above the diagonal")
             if close(got, _decayed(q, k, v, 1.0 / gamma)):
                 hint("older keys weigh more than newer ones: a key s steps back should count gamma^s, with gamma < 1")
             hint("compare your output with the recurrence on a sequence of 2 or 3 positions written out by hand: "
