@@ -207,3 +207,16 @@ def test_model_options_and_bad_generation_inputs_get_clear_errors():
         al.kv_cache_bytes(num_layers=2, num_kv_heads=2, head_dim=4, seq_len=8, latent_dim=0.5)
     with pytest.raises(TypeError, match=r"count_flops\(\): fn must be callable, got Tensor"):
         al.count_flops(torch.ones(1))
+
+
+def test_a_cache_is_refused_for_a_model_whose_attention_keeps_no_keys_and_values():
+    from attention_lab.models.attention_choice import attention_spec
+    from attention_lab.models.transformer import TinyTransformer
+
+    prompt = torch.randint(0, 11, (1, 5), generator=torch.Generator().manual_seed(0))
+    for attention in ("linear", attention_spec("performer", num_features=16)):
+        torch.manual_seed(0)
+        model = TinyTransformer(11, 32, 4, 2, max_len=32, causal=True, attention=attention)
+        with pytest.raises(ValueError, match=r"use_cache=False"):
+            model.generate(prompt, 3)
+        assert model.generate(prompt, 3, use_cache=False).shape == (1, 8)

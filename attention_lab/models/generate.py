@@ -45,6 +45,12 @@ class Decoded:
 
 def _kv_layout(model: nn.Module) -> list[tuple[int, int]]:
     """(num_kv_heads, head_dim) of each layer's attention."""
+    name = getattr(model, "attention", "softmax")
+    name = name if isinstance(name, str) else getattr(name, "name", name)
+    if name != "softmax":
+        fail("make_caches", f"a KV cache holds the keys and values of softmax attention; this model was built with "
+                            f"attention={name!r}, whose layers keep no such cache; decode it with cache='none' "
+                            f"(generate(..., use_cache=False)) or build it with attention='softmax'")
     layout = []
     for layer in model.layers:
         attn = layer.attn
