@@ -80,6 +80,17 @@ def check_positive_int(fn: str, name: str, value: object, *, minimum: int = 1) -
     return value
 
 
+def check_heads_divide(fn: str, width_name: str, width: int, num_heads: int) -> int:
+    """Whether ``num_heads`` divides the model width (each head gets ``width / num_heads`` features); returns the
+    head dim. The error lists the head counts that work."""
+    if width % num_heads:
+        divisors = [k for k in range(1, width + 1) if width % k == 0]
+        fail(fn, f"{width_name} must be divisible by num_heads, got {width_name}={width} and num_heads={num_heads}; "
+                 f"choose num_heads from the divisors of {width}: {divisors} (each head gets {width_name} / "
+                 f"num_heads features)")
+    return width // num_heads
+
+
 def check_scale(fn: str, scale: object) -> float | None:
     """``None`` (use 1/sqrt(d)) or a finite number > 0."""
     if scale is None:

@@ -16,14 +16,10 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .._validation import check_bool, check_mask, check_positive_int, check_tensor, fail
+from .._validation import check_bool, check_heads_divide, check_mask, check_positive_int, check_tensor, fail
 from .functional import scaled_dot_product_attention
 
 __all__ = ["MultiHeadAttention"]
-
-
-def _divisors(n: int) -> list[int]:
-    return [k for k in range(1, n + 1) if n % k == 0]
 
 
 class MultiHeadAttention(nn.Module):
@@ -56,11 +52,7 @@ class MultiHeadAttention(nn.Module):
         fn = "MultiHeadAttention"
         check_positive_int(fn, "embed_dim", embed_dim)
         check_positive_int(fn, "num_heads", num_heads)
-        if embed_dim % num_heads != 0:
-            fail(fn, f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim} and "
-                     f"num_heads={num_heads} ({embed_dim} / {num_heads} = {embed_dim / num_heads:.4g}); "
-                     f"each head gets embed_dim / num_heads features, so choose num_heads from the "
-                     f"divisors of {embed_dim}: {_divisors(embed_dim)}")
+        check_heads_divide(fn, "embed_dim", embed_dim, num_heads)
         check_bool(fn, "bias", bias)
         self.embed_dim = embed_dim
         self.num_heads = num_heads

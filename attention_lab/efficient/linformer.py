@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .._validation import check_positive_int, check_qkv, check_tensor, fail
+from .._validation import check_heads_divide, check_positive_int, check_qkv, check_tensor, fail
 from ..core.functional import scaled_dot_product_attention
 
 __all__ = ["LinformerSelfAttention", "linformer_attention"]
@@ -70,8 +70,7 @@ class LinformerSelfAttention(nn.Module):
         if rank > seq_len:
             fail(fn, f"rank must be at most seq_len={seq_len} (projecting to more rows than positions adds nothing), "
                      f"got rank={rank}")
-        if embed_dim % num_heads:
-            fail(fn, f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim}, num_heads={num_heads}")
+        check_heads_divide(fn, "embed_dim", embed_dim, num_heads)
         self.embed_dim, self.num_heads, self.seq_len, self.rank = embed_dim, num_heads, seq_len, rank
         self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(embed_dim, embed_dim, bias=bias)
                                                                 for _ in range(4))

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .._validation import check_positive_int, check_tensor, fail
+from .._validation import check_heads_divide, check_positive_int, check_tensor, fail
 
 __all__ = ["SYNTHESIZER_KINDS", "SynthesizerAttention", "synthesizer_attention"]
 
@@ -69,8 +69,7 @@ class SynthesizerAttention(nn.Module):
         check_positive_int(fn, "num_heads", num_heads)
         if kind not in SYNTHESIZER_KINDS:
             fail(fn, f"kind must be one of {SYNTHESIZER_KINDS}, got kind={kind!r}")
-        if embed_dim % num_heads:
-            fail(fn, f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim}, num_heads={num_heads}")
+        check_heads_divide(fn, "embed_dim", embed_dim, num_heads)
         if not isinstance(causal, bool):
             fail(fn, f"causal must be True or False, got {type(causal).__name__}", TypeError)
         self.embed_dim, self.seq_len, self.kind, self.num_heads, self.causal = (embed_dim, seq_len, kind, num_heads,

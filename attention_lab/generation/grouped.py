@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .._validation import check_bool, check_positive_int, check_tensor, fail
+from .._validation import check_bool, check_heads_divide, check_positive_int, check_tensor, fail
 from ..core.functional import scaled_dot_product_attention
 from .kv_cache import ConcatKVCache, KVCache, SlidingWindowKVCache
 from .rope import _check_base, apply_rope
@@ -161,9 +161,7 @@ class GroupedQueryAttention(nn.Module):
         check_positive_int(fn, "embed_dim", embed_dim)
         check_positive_int(fn, "num_heads", num_heads)
         _check_grouping(fn, num_heads, num_kv_heads)
-        if embed_dim % num_heads:
-            fail(fn, f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim} and num_heads={num_heads}; "
-                     f"choose num_heads from the divisors of {embed_dim}: {_divisors(embed_dim)}")
+        check_heads_divide(fn, "embed_dim", embed_dim, num_heads)
         check_bool(fn, "bias", bias)
         check_bool(fn, "rope", rope)
         head_dim = embed_dim // num_heads

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .._validation import check_bool, check_positive_int, check_tensor, fail
+from .._validation import check_bool, check_heads_divide, check_positive_int, check_tensor, fail
 from .kv_cache import _check_dtype
 
 __all__ = ["LatentCache", "MultiHeadLatentAttention"]
@@ -107,10 +107,7 @@ class MultiHeadLatentAttention(nn.Module):
         check_positive_int(fn, "embed_dim", embed_dim)
         check_positive_int(fn, "num_heads", num_heads)
         check_positive_int(fn, "latent_dim", latent_dim)
-        if embed_dim % num_heads:
-            fail(fn, f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim} and num_heads={num_heads}; "
-                     f"choose num_heads from the divisors of {embed_dim}: "
-                     f"{[k for k in range(1, embed_dim + 1) if embed_dim % k == 0]}")
+        check_heads_divide(fn, "embed_dim", embed_dim, num_heads)
         check_bool(fn, "bias", bias)
         self.embed_dim, self.num_heads, self.latent_dim = embed_dim, num_heads, latent_dim
         self.head_dim = embed_dim // num_heads

@@ -24,7 +24,15 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._validation import check_bool, check_choice, check_number, check_positive_int, check_tensor, fail
+from .._validation import (
+    check_bool,
+    check_choice,
+    check_heads_divide,
+    check_number,
+    check_positive_int,
+    check_tensor,
+    fail,
+)
 from ..core.masks import causal_mask
 from ..core.multihead import MultiHeadAttention
 from ..generation.grouped import GroupedQueryAttention, grouped_self_attention
@@ -117,9 +125,7 @@ class TinyTransformer(nn.Module):
                      hint="'pre' puts LayerNorm before each sublayer, 'post' after the residual sum")
         check_bool(fn, "causal", causal)
         d_ff = 4 * d_model if d_ff is None else check_positive_int(fn, "d_ff", d_ff)
-        if d_model % num_heads != 0:
-            fail(fn, f"d_model must be divisible by num_heads, got d_model={d_model} and num_heads={num_heads}; "
-                     f"each head gets d_model // num_heads features")
+        check_heads_divide(fn, "d_model", d_model, num_heads)
         check_choice(fn, "positions", positions, POSITIONS,
                      hint="'learned' adds a learned embedding per position, 'rope' rotates queries and keys")
         if num_kv_heads is not None:
