@@ -242,11 +242,19 @@ def test_cluster_query_whose_group_has_no_key_gets_zeros():
         torch.testing.assert_close(out, reference.cluster_attention(q, k, v, qc, kc)[0], **FP64)
         lonely = qc[0] == (2 if qc is balanced[0] else 0)
         assert torch.equal(out[0, lonely], torch.zeros_like(out[0, lonely]))
+        leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+        ours = torch.autograd.grad(_grouped_attention(*leaves, qc, kc, 3).square().sum(), leaves)
+        theirs = torch.autograd.grad(reference.cluster_attention(*leaves, qc, kc)[0].square().sum(), leaves)
+        for a, b in zip(ours, theirs):  # finite: the lonely queries' zeros pass no NaN back
+            torch.testing.assert_close(a, b, **FP64)
     q_far = -torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64) + 0.05 * q  # queries near -e1
     k_near = torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64) + 0.05 * k  # keys near +e1
+    q_far, k_near, v = (x.clone().requires_grad_() for x in (q_far, k_near, v))
     out, qc, kc = al.cluster_attention(q_far, k_near, v, num_clusters=2, return_clusters=True)
     assert set(qc.flatten().tolist()).isdisjoint(kc.flatten().tolist())
     assert torch.equal(out, torch.zeros_like(out))
+    for grad in torch.autograd.grad(out.sum(), (q_far, k_near, v)):  # no query has a key: zero gradients
+        assert torch.equal(grad, torch.zeros_like(grad))
 
 
 def test_cluster_is_deterministic_and_gradients_match_reference():

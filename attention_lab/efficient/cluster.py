@@ -13,18 +13,16 @@ q^i . k^j large. Here the centroids are fitted for every call (``_ITERATIONS`` L
 vectors drawn with ``seed``), per (batch, head); the Routing Transformer instead learns them during training with
 a moving average. A query whose group holds no key gets zeros, as everywhere in the package.
 
-Computation: queries and keys are sorted by group; then one group at a time (a Python loop over the c groups),
-batched over all (batch, head) slices, dense attention among its own members: about sum over groups of
-(queries in it) * (keys in it) scores instead of i * j. Balanced groups cut the work by about c; one group that
-holds most tokens (a long run of identical filler tokens, say) leaves it close to dense.
+Computation: queries and keys are sorted by group; then, for every (batch, head) slice and group, one fused
+dense attention among the group's own members (a Python loop over slices and groups): sum over groups of (queries
+in it) * (keys in it) scores instead of i * j. Balanced groups cut the work by about c; one group that holds most
+tokens (a long run of identical filler tokens, say) leaves it close to dense.
 
 Differences from :func:`attention_lab.reference.cluster_attention` (dense attention masked by the groups): the
-sorting and padding. Same numbers up to rounding.
+sorting, and one attention call per group. Same numbers up to rounding.
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 import torch.nn.functional as F
@@ -75,66 +73,47 @@ def _check_clusters(fn: str, num_clusters: object, seed: object, n_keys: int) ->
                  f"more groups than keys leaves groups with no key at all")
 
 
-def _counts(groups: torch.Tensor, c: int) -> torch.Tensor:
-    """Members per group. Shape: groups ``(B, n)`` -> ``(B, c)`` (long)."""
-    return torch.zeros(groups.shape[0], c, dtype=torch.long, device=groups.device).scatter_add_(
-        1, groups, torch.ones_like(groups))
+def _members(groups: torch.Tensor, c: int) -> tuple[torch.Tensor, list[list[int]], list[list[int]]]:
+    """Positions sorted by group, and where each group starts in that order and how many members it has.
 
-
-def _members(groups: torch.Tensor, c: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Positions sorted by group, where each group starts in that order, and how many members it has.
-
-    Shape: groups ``(B, n)`` -> order ``(B, n)``, starts ``(B, c)``, counts ``(B, c)``.
+    Shape: groups ``(B, n)`` -> order ``(B, n)``, starts and counts ``B`` lists of ``c`` ints.
     """
     order = groups.argsort(dim=-1, stable=True)  # (B, n)
-    counts = _counts(groups, c)  # (B, c)
-    return order, counts.cumsum(dim=-1) - counts, counts
-
-
-def _take(order: torch.Tensor, starts: torch.Tensor, counts: torch.Tensor, g: int, capacity: int
-          ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Positions of group g's members, padded to ``capacity`` (padding repeats position 0), and which are real.
-
-    Shape: -> index ``(B, capacity)``, real ``(B, capacity)`` bool.
-    """
-    slot = torch.arange(capacity, device=order.device)  # (capacity,)
-    real = slot < counts[:, g:g + 1]  # (B, capacity)
-    at = (starts[:, g:g + 1] + slot).clamp(max=order.shape[-1] - 1)  # (B, capacity)
-    return torch.where(real, order.gather(1, at), torch.zeros_like(at)), real
-
-
-def _rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """x[b, index[b, t], :]. Shape: x ``(B, n, d)``, index ``(B, t)`` -> ``(B, t, d)``."""
-    return x.gather(1, index[..., None].expand(-1, -1, x.shape[-1]))
+    counts = torch.zeros(groups.shape[0], c, dtype=torch.long, device=groups.device).scatter_add_(
+        1, groups, torch.ones_like(groups))  # (B, c)
+    return order, (counts.cumsum(dim=-1) - counts).tolist(), counts.tolist()
 
 
 def _grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, qc: torch.Tensor, kc: torch.Tensor,
                        c: int) -> torch.Tensor:
-    """Dense attention inside each group, one group at a time, batched over B (padded to the group's largest
-    size in the batch): about sum_g |queries in g| * |keys in g| scores instead of i * j.
+    """Dense attention inside each group: one fused ``scaled_dot_product_attention`` call per (slice, group) on
+    exactly that group's queries and keys, so sum_g |queries in g| * |keys in g| scores instead of i * j.
+
+    One call per slice and group, with no padding: padding the groups to a common size would need a mask, and with
+    a mask PyTorch's CPU kernel falls back to one that stores every score of the padded group. On a GPU the many
+    small calls cost launch time instead; this path is written for the CPU.
 
     Shape: q ``(B, i, d)``, k ``(B, j, d)``, v ``(B, j, dv)``, qc ``(B, i)``, kc ``(B, j)`` -> ``(B, i, dv)``.
     """
     q_order, q_starts, q_counts = _members(qc, c)
     k_order, k_starts, k_counts = _members(kc, c)
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    out = v.new_zeros(q.shape[0], q.shape[1] + 1, v.shape[-1])  # row i collects padding, dropped at the end
-    for g in range(c):
-        q_cap, k_cap = int(q_counts[:, g].max()), int(k_counts[:, g].max())
-        if q_cap == 0 or k_cap == 0:
-            continue  # no query, or no key: the group's queries keep their zeros
-        q_index, q_real = _take(q_order, q_starts, q_counts, g, q_cap)
-        k_index, k_real = _take(k_order, k_starts, k_counts, g, k_cap)
-        scores = _rows(q, q_index) @ _rows(k, k_index).transpose(-2, -1) * scale  # (B, q_cap, k_cap)
-        scores = scores.masked_fill(~k_real[:, None, :], float("-inf"))
-        top = scores.amax(dim=-1, keepdim=True)  # (B, q_cap, 1)
-        top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # this batch row has no key in g
-        weights = torch.exp(scores - top)
-        total = weights.sum(dim=-1, keepdim=True)
-        heads = (weights / torch.where(total > 0, total, torch.ones_like(total))) @ _rows(v, k_index)  # (B, q_cap, dv)
-        target = torch.where(q_real, q_index, q.shape[1])  # padding goes to the spare row, (B, q_cap)
-        out = out.scatter(1, target[..., None].expand(-1, -1, v.shape[-1]), heads)
-    return out[:, :-1]  # (B, i, dv)
+    heads, rows, positions = [], [], []
+    for b in range(q.shape[0]):
+        for g in range(c):
+            nq, nk = q_counts[b][g], k_counts[b][g]
+            if nq == 0 or nk == 0:
+                continue  # no query, or no key: the group's queries keep their zeros
+            mine = q_order[b, q_starts[b][g]:q_starts[b][g] + nq]  # this group's queries, (nq,)
+            theirs = k_order[b, k_starts[b][g]:k_starts[b][g] + nk]  # its keys, (nk,)
+            one = F.scaled_dot_product_attention(q[b, mine][None, None], k[b, theirs][None, None],
+                                                 v[b, theirs][None, None])  # (1, 1, nq, dv): the fused kernel's 4-d
+            heads.append(one[0, 0])  # (nq, dv)
+            rows.append(torch.full_like(mine, b))
+            positions.append(mine)
+    out = v.new_zeros(q.shape[0], q.shape[1], v.shape[-1])  # (B, i, dv)
+    if not heads:  # no query has a key: zeros, still joined to q, k, v so that backward gives zero gradients
+        return out + 0.0 * (q.sum() + k.sum() + v.sum())
+    return out.index_put((torch.cat(rows), torch.cat(positions)), torch.cat(heads))  # each query written once
 
 
 def cluster_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, num_clusters: int, seed: int = 0,
