@@ -1,10 +1,15 @@
 """The long-range tasks: right answers (checked against a plain re-computation), seeded, errors named; and one
 benchmark run end to end at a small size."""
 
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
-from attention_lab.models.long_range import LONG_RANGE_ATTENTIONS, run_long_range
+from attention_lab.models.long_range import LONG_RANGE_ATTENTIONS, blind_accuracy, run_long_range, time_training_steps
 from attention_lab.models.tasks import IGNORE_INDEX, AssociativeRecall, ListOps, make_generator, make_task
 
 
@@ -84,3 +89,45 @@ def test_one_benchmark_run_end_to_end(one_torch_thread):
                                           "cluster", "linformer", "synthesizer"}
     with pytest.raises(ValueError, match=r"run_long_range\(\): attention must be one of"):
         run_long_range("recall", "flash", 64, steps=1)
+
+
+def test_training_steps_are_timed_against_softmax(one_torch_thread):
+    timing = time_training_steps("recall", 64, ["linear", "softmax"], rounds=2)
+    assert timing.baseline == "softmax" and timing.ratio["softmax"] == 1.0
+    assert set(timing.best_s) == {"linear", "softmax"} and all(s > 0 for s in timing.best_s.values())
+    assert all(len(rounds) == 2 for rounds in timing.rounds_s.values())
+    with pytest.raises(ValueError, match=r"time_training_steps\(\): attention must be one of .*got attention='flash'"):
+        time_training_steps("recall", 64, ["softmax", "flash"])
+    with pytest.raises(TypeError, match=r"time_training_steps\(\): attentions must be a non-empty list.*\['softmax'\]"):
+        time_training_steps("recall", 64, "softmax")
+    with pytest.raises(ValueError, match=r"time_training_steps\(\): rounds must be"):
+        time_training_steps("recall", 64, ["softmax"], rounds=0)
+
+
+def test_benchmark_script_writes_every_column(tmp_path):
+    path = tmp_path / "lr.csv"
+    script = Path(__file__).parents[1] / "benchmarks" / "long_range.py"
+    done = subprocess.run([sys.executable, str(script), "--quick", "--quick-steps", "2", "--tasks", "recall",
+                           "--attentions", "softmax", "linear", "--jobs", "1", "--rounds", "1", "--csv", str(path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["attention"] for r in rows] == ["softmax", "linear"] and {r["n"] for r in rows} == {"256"}
+    assert all(float(r["steps_per_s"]) > 0 and float(r["peak_bytes"]) > 0 for r in rows)
+    assert float(rows[0]["speed_vs_softmax"]) == 1.0 and float(rows[1]["speed_vs_softmax"]) > 0
+    assert all(r["steps"] == "2" and r["train_steps_per_s"] for r in rows)
+
+
+def test_blind_guess_is_the_best_answer_from_the_question_token_alone():
+    # recall: the value does not depend on the key, so one value in four
+    recall = AssociativeRecall(seq_len=64, n_symbols=4, n_keys=4, n_pairs=4)
+    assert blind_accuracy(recall) == pytest.approx(0.25, abs=0.02)
+    # one list of 3 digits 0-2: MAX is most often 2 (19/27), and the outer operator over that single list sees a
+    # value that was a MAX or a MIN with equal odds: 2 or 0 each 10/27; the mean over both scored positions
+    one_list = ListOps(seq_len=32, n_symbols=3, n_groups=1, group_size=3)
+    assert blind_accuracy(one_list, n_sequences=20_000) == pytest.approx((19 / 27 + 10 / 27) / 2, abs=0.015)
+    with pytest.raises(ValueError, match=r"blind_accuracy\(\): n_sequences must be"):
+        blind_accuracy(one_list, n_sequences=0)
+    with pytest.raises(TypeError, match=r"blind_accuracy\(\): task must be one of the package's tasks"):
+        blind_accuracy("recall")

@@ -17,21 +17,24 @@ steps with them, 90 % without. The sliding-window layouts still know what is nea
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import torch
 
-from .._validation import check_positive_int, fail
+from .._validation import check_choice, check_positive_int, fail
 from ..efficient.layouts import BlockLayout
 from ..measure.memory import measure_peak_memory
+from ..measure.timing import Comparison, compare
+from ._task_base import _Task
 from .attention_choice import AttentionSpec, attention_spec
-from .tasks import AssociativeRecall, ListOps, make_generator
+from .tasks import IGNORE_INDEX, AssociativeRecall, ListOps, make_generator
 from .training import _loss_and_accuracy, evaluate, make_optimizer, train
 from .transformer import TinyTransformer
 
-__all__ = ["LONG_RANGE_ATTENTIONS", "LONG_RANGE_TASKS", "LongRangeResult", "LongRangeSetting", "long_range_task",
-           "run_long_range"]
+__all__ = ["LONG_RANGE_ATTENTIONS", "LONG_RANGE_TASKS", "LongRangeResult", "LongRangeSetting", "blind_accuracy",
+           "long_range_task",
+           "run_long_range", "time_training_steps"]
 
 _SLIDING = BlockLayout.sliding_window(64, neighbours=1)
 LONG_RANGE_ATTENTIONS: dict[str, AttentionSpec] = {
@@ -50,14 +53,14 @@ block each side: 192 keys per query) and for the global block (the first 64 posi
 
 LONG_RANGE_TASKS: dict[str, Callable[[int], object]] = {
     "recall": lambda n: AssociativeRecall(seq_len=n, n_symbols=4, n_keys=4, n_pairs=4),
-    "listops": lambda n: ListOps(seq_len=n, n_symbols=5, n_groups=2, group_size=3),
+    "listops": lambda n: ListOps(seq_len=n, n_symbols=3, n_groups=2, group_size=3),
 }
 """Each task at length n: recall stores 4 pairs (4 keys, values 0-3) and asks all 4 keys; listops has 2 lists of 3
-digits 0-4 (with 8 values and 8 keys, or digits 0-9, softmax attention needs several times more steps). Measured
-with softmax attention, 300 steps of 16: at n = 1024, lr 3e-3, recall 0.85 and listops 0.71 held-out accuracy; at
-n = 256, 150 steps, lr 1e-2 against 3e-3, recall 0.96 against 0.77 and listops 0.73 against 0.56, hence the default
-lr 1e-2 (at n = 1024 it gives recall 0.82 after 300 steps, where top-k attention reaches 1.00: softmax needs more
-steps than this budget to be near 100 % at n = 1024)."""
+digits 0-2. Measured with softmax attention at n = 1024, 800 steps of 8 (one seed each, so a few points either
+way): recall 1.00 at lr 3e-3 and at 1e-2; listops with digits 0-4 0.78 (lr 3e-3) and 0.82 (1e-2), with digits
+0-2 0.96 (lr 3e-3; 0.99 at the inner lists, 0.90 at the outer operator) and 0.89 (1e-2). Three layers instead of
+two helped listops on one seed and lost 6 to 11 points on recall, and batches of 4 for twice the steps learned
+less, hence :class:`LongRangeSetting`'s defaults."""
 
 
 def long_range_task(name: str, n: int) -> object:
@@ -67,6 +70,33 @@ def long_range_task(name: str, n: int) -> object:
     return LONG_RANGE_TASKS[name](n)
 
 
+def blind_accuracy(task: object, *, n_sequences: int = 2048, seed: int = 123) -> float:
+    """The accuracy of the best guess that sees only the token at the scored position (the question: a key, an
+    operator), never the rest of the sequence: a model must beat it by reading the sequence.
+
+    For recall every value is equally likely whatever the key, so this is one over the number of values. For
+    listops it is higher: MAX of three digits is most often the largest digit, so the operator alone gets many
+    answers right. Estimated on ``n_sequences`` fresh sequences (``seed``): for each question token, its most
+    frequent answer.
+
+    Shape: no tensors in or out.
+    """
+    fn = "blind_accuracy"
+    if not isinstance(task, _Task):
+        fail(fn, f"task must be one of the package's tasks (e.g. long_range_task('recall', 1024)), got "
+                 f"{type(task).__name__}", TypeError)
+    check_positive_int(fn, "n_sequences", n_sequences)
+    check_positive_int(fn, "seed", seed, minimum=0)
+    tokens, targets = task.sample(n_sequences, generator=make_generator(seed))  # (b, i) each
+    scored = targets != IGNORE_INDEX
+    if not bool(scored.any()):
+        fail(fn, f"{type(task).__name__} scored no position in {n_sequences} sequences; a task needs targets")
+    question, answer = tokens[scored], targets[scored]  # (m,) each
+    counts = torch.zeros(task.vocab_size, task.n_symbols, dtype=torch.long)  # answers seen per question token
+    counts.index_put_((question, answer), torch.ones_like(answer), accumulate=True)
+    return float(counts.amax(dim=-1).sum() / answer.numel())
+
+
 @dataclass(frozen=True)
 class LongRangeSetting:
     """The model and training every run shares (only the attention, the task and n change)."""
@@ -74,10 +104,10 @@ class LongRangeSetting:
     d_model: int = 32
     num_heads: int = 2
     num_layers: int = 2
-    batch_size: int = 16
-    lr: float = 1e-2
+    batch_size: int = 8
+    lr: float = 3e-3
     warmup_steps: int = 20
-    eval_batches: int = 8  # held-out accuracy on eval_batches * batch_size fresh sequences
+    eval_batches: int = 32  # held-out accuracy on eval_batches * batch_size fresh sequences
 
 
 @dataclass(frozen=True)
@@ -123,6 +153,55 @@ def _one_step_peak(model: TinyTransformer, task: object, setting: LongRangeSetti
     return peak
 
 
+def _benchmark_model(the_task: object, attention: str, n: int, seed: int, setting: LongRangeSetting
+                     ) -> TinyTransformer:
+    """The benchmark's model for one attention, seeded, position embeddings zeroed and frozen."""
+    torch.manual_seed(seed)
+    model = TinyTransformer(the_task.vocab_size, setting.d_model, setting.num_heads, setting.num_layers, max_len=n,
+                            attention=LONG_RANGE_ATTENTIONS[attention])
+    with torch.no_grad():
+        model.position_embedding.weight.zero_()  # content-only tasks: see the module docstring
+    model.position_embedding.weight.requires_grad_(False)
+    return model
+
+
+def time_training_steps(task: str, n: int, attentions: Sequence[str], *, setting: LongRangeSetting = LongRangeSetting(),
+                        rounds: int = 5) -> Comparison:
+    """Time one training step (forward, backward, AdamW update on one batch) of the benchmark's model with each
+    attention, in interleaved rounds with :func:`~attention_lab.measure.timing.compare` (fastest of ``rounds``),
+    against ``"softmax"`` when it is among ``attentions`` (else the first). Speeds in the benchmark's table and
+    chart come from here, not from the training runs' wall clock, which other work on the machine (or a second
+    run beside it) stretches unevenly.
+
+    Shape: no tensors in or out; each model reads ``(batch_size, n)`` tokens.
+    """
+    fn = "time_training_steps"
+    if isinstance(attentions, str) or not isinstance(attentions, Sequence) or not attentions:
+        fail(fn, f"attentions must be a non-empty list of names from {list(LONG_RANGE_ATTENTIONS)}, got "
+                 f"{attentions!r}; for one attention write [{attentions!r}]", TypeError)
+    for name in attentions:
+        check_choice(fn, "attention", name, list(LONG_RANGE_ATTENTIONS))
+    check_choice(fn, "task", task, list(LONG_RANGE_TASKS))
+    check_positive_int(fn, "n", n, minimum=2)
+    check_positive_int(fn, "rounds", rounds)
+    the_task = long_range_task(task, n)
+    tokens, targets = the_task.sample(setting.batch_size, generator=make_generator(0))
+    steps = {}
+    for name in attentions:
+        model = _benchmark_model(the_task, name, n, 0, setting)
+        optimizer = make_optimizer(model, lr=1e-12)  # the update's cost without moving the weights measurably
+
+        def step(model: TinyTransformer = model, optimizer: torch.optim.Optimizer = optimizer) -> None:
+            loss, _ = _loss_and_accuracy(model(tokens), targets)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+
+        steps[name] = step
+    baseline = "softmax" if "softmax" in steps else next(iter(steps))
+    return compare(steps, baseline=baseline, rounds=rounds, min_time=1e-3)
+
+
 def run_long_range(task: str, attention: str, n: int, *, steps: int, seed: int = 0,
                    setting: LongRangeSetting = LongRangeSetting()) -> LongRangeResult:
     """Train the benchmark's model with ``attention`` (a key of :data:`LONG_RANGE_ATTENTIONS`) on ``task`` at
@@ -137,12 +216,7 @@ def run_long_range(task: str, attention: str, n: int, *, steps: int, seed: int =
     check_positive_int(fn, "steps", steps)
     check_positive_int(fn, "seed", seed, minimum=0)
     the_task = long_range_task(task, n)
-    torch.manual_seed(seed)
-    model = TinyTransformer(the_task.vocab_size, setting.d_model, setting.num_heads, setting.num_layers, max_len=n,
-                            attention=LONG_RANGE_ATTENTIONS[attention])
-    with torch.no_grad():
-        model.position_embedding.weight.zero_()  # content-only tasks: see the module docstring
-    model.position_embedding.weight.requires_grad_(False)
+    model = _benchmark_model(the_task, attention, n, seed, setting)
     start = time.perf_counter()
     history = train(model, the_task, steps=steps, lr=setting.lr, warmup_steps=min(setting.warmup_steps, steps),
                     schedule="cosine", seed=seed, batch_size=setting.batch_size, progress=False)
