@@ -60,7 +60,9 @@ digits 0-2. Measured with softmax attention at n = 1024, 800 steps of 8 (one see
 way): recall 1.00 at lr 3e-3 and at 1e-2; listops with digits 0-4 0.78 (lr 3e-3) and 0.82 (1e-2), with digits
 0-2 0.96 (lr 3e-3; 0.99 at the inner lists, 0.90 at the outer operator) and 0.89 (1e-2). Three layers instead of
 two helped listops on one seed and lost 6 to 11 points on recall, and batches of 4 for twice the steps learned
-less, hence :class:`LongRangeSetting`'s defaults."""
+less, hence :class:`LongRangeSetting`'s defaults. Both are solved by softmax attention at n = 1024 in minutes on one
+core: recall 1.000 after 1,000 steps (185 s), listops 0.939 after 1,000 steps and 0.999 after 2,000 (369 s;
+``benchmarks/long_range.py --tasks listops --attentions softmax --steps 2000 --long-n 0``)."""
 
 
 def long_range_task(name: str, n: int) -> object:
