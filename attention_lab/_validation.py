@@ -91,6 +91,16 @@ def check_heads_divide(fn: str, width_name: str, width: int, num_heads: int) -> 
     return width // num_heads
 
 
+def check_fixed_length_input(fn: str, x: object, embed_dim: int, seq_len: int) -> torch.Tensor:
+    """A floating ``(b, i, e)`` tensor with ``e == embed_dim`` and ``1 <= i <= seq_len``: the input of a module whose
+    weights are tied to positions (Linformer's E and F, the Synthesizer's score rows)."""
+    check_tensor(fn, "x", x, floating=True)
+    if x.dim() != 3 or x.shape[-1] != embed_dim or not 1 <= x.shape[1] <= seq_len:
+        fail(fn, f"x must have shape (b, i, e) with e={embed_dim} and 1 <= i <= seq_len={seq_len}, got "
+                 f"{tuple(x.shape)}; build the module with a larger seq_len for longer inputs")
+    return x
+
+
 def check_scale(fn: str, scale: object) -> float | None:
     """``None`` (use 1/sqrt(d)) or a finite number > 0."""
     if scale is None:

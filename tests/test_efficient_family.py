@@ -377,6 +377,8 @@ def test_reference_weights_rows_sum_to_one_and_reproduce_the_output():
      r"LinformerSelfAttention\(\): rank must be at most seq_len=16 .*got rank=17"),
     (lambda q, k, v: al.LinformerSelfAttention(8, 2, seq_len=16, rank=4)(torch.randn(1, 17, 8)), ValueError,
      r"1 <= i <= seq_len=16"),
+    (lambda q, k, v: al.SynthesizerAttention(8, 16)(torch.randn(1, 17, 8)), ValueError,
+     r"SynthesizerAttention.forward\(\): x must have shape \(b, i, e\) .*1 <= i <= seq_len=16.*larger seq_len"),
     (lambda q, k, v: al.LinformerSelfAttention(8, 2, seq_len=4, rank=4)(torch.randn(1, 4, 8),
                                                                         mask=torch.ones(4, 4, dtype=torch.bool)),
      ValueError, r"Linformer takes no mask"),

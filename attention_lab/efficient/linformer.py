@@ -17,7 +17,14 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .._validation import check_heads_divide, check_positive_int, check_qkv, check_tensor, fail
+from .._validation import (
+    check_fixed_length_input,
+    check_heads_divide,
+    check_positive_int,
+    check_qkv,
+    check_tensor,
+    fail,
+)
 from ..core.functional import scaled_dot_product_attention
 
 __all__ = ["LinformerSelfAttention", "linformer_attention"]
@@ -85,10 +92,7 @@ class LinformerSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, need_weights: bool = False
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
         fn = "LinformerSelfAttention.forward"
-        check_tensor(fn, "x", x, floating=True)
-        if x.dim() != 3 or x.shape[-1] != self.embed_dim or not 1 <= x.shape[1] <= self.seq_len:
-            fail(fn, f"x must have shape (b, i, e) with e={self.embed_dim} and 1 <= i <= seq_len={self.seq_len}, got "
-                     f"{tuple(x.shape)}")
+        check_fixed_length_input(fn, x, self.embed_dim, self.seq_len)
         if mask is not None:
             fail(fn, "Linformer takes no mask: E and F mix every position, so no key can be hidden from a query; use "
                      "softmax or linear attention for causal or padded inputs")

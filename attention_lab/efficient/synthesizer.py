@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .._validation import check_heads_divide, check_positive_int, check_tensor, fail
+from .._validation import check_fixed_length_input, check_heads_divide, check_positive_int, check_tensor, fail
 
 __all__ = ["SYNTHESIZER_KINDS", "SynthesizerAttention", "synthesizer_attention"]
 
@@ -118,10 +118,7 @@ class SynthesizerAttention(nn.Module):
     def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, need_weights: bool = False
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
         fn = "SynthesizerAttention.forward"
-        check_tensor(fn, "x", x, floating=True)
-        if x.dim() != 3 or x.shape[-1] != self.embed_dim or not 1 <= x.shape[1] <= self.seq_len:
-            fail(fn, f"x must have shape (b, i, e) with e={self.embed_dim} and 1 <= i <= seq_len={self.seq_len}, got "
-                     f"{tuple(x.shape)}")
+        check_fixed_length_input(fn, x, self.embed_dim, self.seq_len)
         if mask is not None:
             fail(fn, "SynthesizerAttention takes no mask; build it with causal=True for a decoder")
         v = rearrange(self.v_proj(x), "b j (h d) -> b h j d", h=self.num_heads)  # (b, h, j, d)
