@@ -15,6 +15,7 @@ import json
 import re
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import nbformat
@@ -55,8 +56,13 @@ def execute(path: Path, nb: nbformat.NotebookNode | None = None) -> float:
         "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
         "language_info": {"name": "python"},
     }
-    for index, cell in enumerate(nb.cells):
-        cell["id"] = f"{path.stem[:2]}-{index:03d}"  # stable ids keep diffs small
+    seen: set[str] = set()
+    for cell in nb.cells:
+        # A cell keeps its id for life: translation catalogs (locale/) key each entry by it, so inserting a cell
+        # must not renumber the ones after it. A new cell (or a duplicate, after a copy and paste) gets a fresh one.
+        if not cell.get("id") or cell["id"] in seen:
+            cell["id"] = f"{path.stem[:2]}-{uuid.uuid4().hex[:8]}"
+        seen.add(cell["id"])
     start = time.perf_counter()
     NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(path.parent)}}).execute()
