@@ -14,5 +14,5 @@ def rejects(check, *args, hint=None, match=None, **kwargs):
     pattern = hint if hint is not None else match
     if pattern is None:
         raise TypeError("rejects() needs the expected hint: hint=... or match=...")
-    with pytest.raises(AssertionError, match="Not yet. Hint: .*" + pattern):
+    with pytest.raises(AssertionError, match="Not yet: .*" + pattern):
         check(*args, **kwargs)

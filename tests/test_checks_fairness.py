@@ -10,7 +10,7 @@ from attention_lab.teaching.checks import lesson00, lesson01, lesson02, lesson03
 
 
 def hint_of(check, *args, **kwargs) -> str:
-    with pytest.raises(AssertionError, match="^Not yet. Hint: ") as error:
+    with pytest.raises(AssertionError, match="^Not yet: ") as error:
         check(*args, **kwargs)
     return str(error.value)
 

@@ -219,7 +219,7 @@ def test_layer_mult_adds_accepts(capsys, answer):
     (lambda n, e: 500, "count the multiply-adds of each"),
     (lambda n, e: None, "one whole number"),
     (lambda n, e: [][0], "IndexError"),
-    (..., "define a function"),
+    (..., "still empty"),
 ])
 def test_layer_mult_adds_rejects_with_the_hint_for_the_mistake(answer, match):
     rejects(lesson03.layer_mult_adds, answer, match=match)

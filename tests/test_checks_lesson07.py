@@ -48,7 +48,7 @@ def merge_overflows(m_a, l_a, o_a, m_b, l_b, o_b):
     (lambda m_a, l_a, o_a, m_b, l_b, o_b: o_a, "weighted sum"),
     (lambda m_a, l_a, o_a, m_b, l_b, o_b: torch.cat([o_a, o_b]), "shape"),
     (lambda *args: 1 / 0, "ZeroDivisionError"),
-    (..., "define a function"),
+    (..., "still empty"),
     (None, "define a function"),
 ])
 def test_merge_rejects(answer, match):
@@ -155,7 +155,7 @@ def test_exposing_input_names_why_an_input_does_not_expose_the_bug():
     rejects(check.exposing_input, torch.ones(4), torch.ones(4, 4), torch.ones(4, 1), 2, hint="two dimensions")
     q, k, v = jumping_input()
     rejects(check.exposing_input, q, k * float("inf"), v, 2, hint="finite numbers")
-    rejects(check.exposing_input, None, k, v, 2, hint="still empty")
+    rejects(check.exposing_input, None, k, v, 2, hint="is None")
     rejects(check.exposing_input, "q", k, v, 2, hint="could not be checked|should be a tensor")
 
 

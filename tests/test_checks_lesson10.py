@@ -115,7 +115,7 @@ def hard_coded_axes(q, k, v, gamma):  # works for (n, d) inputs only
     (lambda q, k, v, gamma: q @ v, "raised RuntimeError"),
     (lambda q, k, v, gamma: decayed_quadratic(q, k, v, gamma) * 1.01, "written out by hand"),
     (lambda q, k, v, gamma: "tensor", "should return a tensor"),
-    (..., "define a function"),
+    (..., "still empty"),
     (None, "define a function"),
 ])
 def test_decayed_rejects(answer, match):

@@ -14,14 +14,31 @@ F = TypeVar("F", bound=Callable[..., Any])
 Mistake = tuple[Callable[[torch.Tensor], bool], str]
 
 
-def correct(message: str) -> None:
+class NotYet(AssertionError):
+    """A failed exercise check: the learner's answer is not right yet, and the message says why.
+
+    It is an ``AssertionError``, so a "Run All", pytest and nbgrader stop on it like on any failed check. IPython
+    (JupyterLab, and nbconvert/nbclient when they execute a notebook) shows an exception through its
+    ``_render_traceback_()`` when it has one: this one shows the single line "Not yet: <hint>", with no frames of
+    the package (they would show the check's logic, and they are not where the learner's mistake is).
+    """
+
+    def __init__(self, hint: object) -> None:
+        self.hint = str(hint)
+        super().__init__(f"Not yet: {self.hint}")
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"\x1b[1;31mNot yet:\x1b[0m {self.hint}"]  # bold red, as IPython colours an error's name
+
+
+def correct(message: object) -> None:
     """Tell the learner the answer is right."""
     print(f"Correct: {message}")
 
 
-def hint(message: str) -> NoReturn:
-    """Reject the answer with a hint about the idea behind the exercise."""
-    raise AssertionError(f"Not yet. Hint: {message}")
+def hint(message: object) -> NoReturn:
+    """Reject the answer with a hint about the idea behind the exercise (raises :class:`NotYet`)."""
+    raise NotYet(message) from None
 
 
 def _describe_error(error: BaseException) -> str:
@@ -29,17 +46,27 @@ def _describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}" + (f" ({text[:160]})" if text else "")
 
 
-def call_learner(fn: object, *args: Any, what: str = "your function", **kwargs: Any) -> Any:
+def learner_name(fn: object) -> str:
+    """How a hint names the learner's function: ``your layer_mult_adds`` for a ``def``, ``your function`` for a
+    lambda or a callable object."""
+    name = getattr(fn, "__name__", "")
+    return f"your {name}" if name.isidentifier() else "your function"
+
+
+def call_learner(fn: object, *args: Any, what: str | None = None, **kwargs: Any) -> Any:
     """Call the learner's function; an error raised inside it becomes a hint that names the error, not a traceback.
+
+    ``what`` names the function in the hint; by default the learner's own name for it (:func:`learner_name`).
 
     Shape: whatever ``fn`` takes and returns.
     """
+    what = learner_name(fn) if what is None else what
     if not callable(fn):
         hint(f"{what} should be a function (a def or a lambda), got {type(fn).__name__}; pass the function "
              f"itself, not the result of calling it")
     try:
         return fn(*args, **kwargs)
-    except AssertionError:
+    except NotYet:
         raise
     except NotImplementedError:
         hint(f"{what} still raises NotImplementedError: replace that line with your code")
@@ -58,6 +85,19 @@ def call_learner(fn: object, *args: Any, what: str = "your function", **kwargs: 
              f"run it on such an input yourself and read the error")
 
 
+PLACEHOLDER_HINT = ("your answer is still empty: the answer cell above still holds the placeholder `...`; write "
+                    "your answer in its place, run that cell, then run this check again")
+
+
+NONE_HINT = ("your answer is None: a function that ends without a `return` line gives None, and so does a variable "
+             "assigned the result of such a function; return (or assign) the value itself")
+
+
+def is_placeholder(answer: object) -> bool:
+    """An answer the learner has not written yet: the stub's ``...`` (or ``NotImplemented``)."""
+    return answer is Ellipsis or answer is NotImplemented
+
+
 def guard_errors(check: F) -> F:
     """Decorator for every exercise check: an error while checking the answer (an answer of the wrong type, a
     function that fails on another input) becomes a hint naming the error, instead of a traceback into the library.
@@ -65,9 +105,11 @@ def guard_errors(check: F) -> F:
 
     @functools.wraps(check)
     def guarded(*args: Any, **kwargs: Any) -> Any:
+        if args and is_placeholder(args[0]):
+            hint(PLACEHOLDER_HINT)
         try:
             return check(*args, **kwargs)
-        except AssertionError:
+        except NotYet:
             raise
         except Exception as error:  # a learner's answer can fail in any way
             hint(f"your answer could not be checked: working with it raised {_describe_error(error)}; check its "
@@ -78,8 +120,10 @@ def guard_errors(check: F) -> F:
 
 def as_tensor(answer: object, what: str) -> torch.Tensor:
     """Accept a tensor, or anything ``torch.tensor`` understands (list, number, numpy array)."""
-    if answer is None or answer is Ellipsis:
-        hint(f"still empty: no answer in {what} yet; replace the placeholder with your code")
+    if is_placeholder(answer):
+        hint(PLACEHOLDER_HINT)
+    if answer is None:
+        hint(NONE_HINT)
     if isinstance(answer, torch.Tensor):
         return answer.detach().to("cpu")
     try:
@@ -103,7 +147,11 @@ def whole_number(answer: object, what: str) -> int:
         if answer.numel() != 1:
             hint(f"{what} should be one number, got a tensor of shape {tuple(answer.shape)}")
         answer = answer.item()
-    if isinstance(answer, (str, bytes, bool)) or answer is None:
+    if is_placeholder(answer):
+        hint(PLACEHOLDER_HINT)
+    if answer is None:
+        hint(NONE_HINT)
+    if isinstance(answer, (str, bytes, bool)):
         hint(f"{what} should be a whole number, got {answer!r}")
     try:
         value = float(answer)  # numpy scalars, fractions, decimals
