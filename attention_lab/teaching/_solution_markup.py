@@ -1,12 +1,21 @@
 """The solution markup of an answer cell: a region between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` lines
-(the nbgrader convention), read strictly (a misspelt delimiter would leak the solution) and replaced by a stub."""
+(the nbgrader convention), read strictly (a misspelt delimiter would leak the solution) and replaced by a stub.
+
+The stub keeps the answer's name, so that the check cell below meets a placeholder it can explain instead of a
+``NameError``: a value the lesson uses later becomes ``n_scores = ...  # YOUR CODE HERE``, a function keeps its
+``def`` line and docstring over a body that raises ``NotImplementedError``. Everything else in the region (helper
+variables, imports, loops) is dropped: it is part of the solution.
+"""
 
 from __future__ import annotations
 
+import ast
 import re
+import textwrap
+from collections.abc import Collection, Sequence
 
-__all__ = ["BEGIN_SOLUTION", "CODE_STUB", "END_SOLUTION", "TEXT_STUB", "MarkupError", "solution_regions",
-           "strip_solutions"]
+__all__ = ["BEGIN_SOLUTION", "CODE_STUB", "END_SOLUTION", "TEXT_STUB", "MarkupError", "code_stub", "names_used",
+           "solution_regions", "strip_solutions"]
 
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
@@ -56,20 +65,80 @@ def solution_regions(source: str, *, where: str = "cell") -> list[list[str]]:
     return regions
 
 
-def strip_solutions(source: str, *, markdown: bool = False, where: str = "cell") -> tuple[str, int]:
-    """Replace every solution region of ``source`` by the stub; return the new source and the count.
+def _assigned_names(node: ast.stmt) -> list[str]:
+    """The plain names an assignment binds, in order (``a, b = ...`` binds a and b; ``x[0] = ...`` binds none)."""
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    names: list[str] = []
+    for target in targets:
+        for part in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+            if isinstance(part, ast.Name) and part.id not in names:
+                names.append(part.id)
+    return names
 
-    The stub takes the indentation of the ``BEGIN`` line; lines outside the regions stay unchanged.
+
+def _function_stub(node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str]) -> list[str]:
+    """A function's decorators, ``def`` line(s) and docstring, over a body that raises ``NotImplementedError``."""
+    first = node.body[0]
+    has_docstring = (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                     and isinstance(first.value.value, str))
+    start = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
+    end = first.end_lineno if has_docstring else first.lineno - 1
+    body_line = lines[first.lineno - 1]
+    indent = body_line[: len(body_line) - len(body_line.lstrip())]
+    return [*lines[start:end], f"{indent}# YOUR CODE HERE",
+            f'{indent}raise NotImplementedError("write the body of {node.name}, then run the check cell below")']
+
+
+def code_stub(region: Sequence[str], answers: Collection[str] = ()) -> list[str]:
+    """The stub for one code region (its lines without the delimiters, not yet indented).
+
+    ``answers`` are the names the rest of the lesson uses (the check cells): each one the region binds at its top
+    level keeps its name in the stub. A region with none of them, or one that is not whole statements, gets the
+    plain :data:`CODE_STUB`.
     """
-    solution_regions(source, where=where)  # validate the markup before replacing anything
-    stub = TEXT_STUB if markdown else CODE_STUB
+    text = textwrap.dedent("\n".join(region))
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return list(CODE_STUB)
+    lines, stub, named = text.split("\n"), [], set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in answers:
+            stub += _function_stub(node, lines)
+            named.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for name in _assigned_names(node):
+                if name in answers and name not in named:
+                    stub.append(f"{name} = ...  # YOUR CODE HERE")
+                    named.add(name)
+    return stub or list(CODE_STUB)
+
+
+def strip_solutions(source: str, *, markdown: bool = False, where: str = "cell",
+                    answers: Collection[str] = ()) -> tuple[str, int]:
+    """Replace every solution region of ``source`` by a stub; return the new source and the count.
+
+    A code region at the top level of its cell gets :func:`code_stub` (the names in ``answers``, and those the
+    cell uses after the region, keep their names); an indented one (inside a function body) the plain
+    :data:`CODE_STUB`. The stub takes the indentation of the ``BEGIN`` line; lines outside the regions stay
+    unchanged.
+    """
+    regions = solution_regions(source, where=where)  # validate the markup before replacing anything
     kept: list[str] = []
     inside = False
     count = 0
-    for line in source.split("\n"):
+    lines = source.split("\n")
+    for number, line in enumerate(lines):
         text = line.strip()
         if text == BEGIN_SOLUTION:
             indent = line[: len(line) - len(line.lstrip())]
+            if markdown:
+                stub = list(TEXT_STUB)
+            elif indent:
+                stub = list(CODE_STUB)
+            else:
+                used_later = set(_IDENTIFIER.findall("\n".join(lines[number:]).split(END_SOLUTION, 1)[-1]))
+                stub = code_stub(regions[count], {*answers, *used_later})
             kept.extend(indent + stub_line for stub_line in stub)
             inside = True
             count += 1
@@ -78,3 +147,21 @@ def strip_solutions(source: str, *, markdown: bool = False, where: str = "cell")
         elif not inside:
             kept.append(line)
     return "\n".join(kept), count
+
+
+_IDENTIFIER = re.compile(r"(?<![\w.])[A-Za-z_]\w*")  # a name, not an attribute (.e) or an exponent (1e-5)
+
+
+def names_used(sources: Sequence[str]) -> set[str]:
+    """Every identifier-like word in these sources outside their solution regions (the names that later cells of
+    a student copy may read)."""
+    names: set[str] = set()
+    for source in sources:
+        inside = False
+        for line in source.split("\n"):
+            text = line.strip()
+            if text in (BEGIN_SOLUTION, END_SOLUTION):
+                inside = text == BEGIN_SOLUTION
+            elif not inside:
+                names.update(_IDENTIFIER.findall(line))
+    return names

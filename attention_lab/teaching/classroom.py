@@ -40,6 +40,7 @@ from ._solution_markup import (
     END_SOLUTION,
     TEXT_STUB,
     MarkupError,
+    names_used,
     solution_regions,
     strip_solutions,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "MarkupError",
     "check_call_pattern",
     "main",
+    "names_used",
     "resolve_lessons",
     "solution_regions",
     "strip_solutions",
@@ -141,7 +143,8 @@ def student_notebook(
             cell.source, count = strip_solutions(cell.source, markdown=True, where=label)
             total += count
         elif cell.cell_type == "code":
-            cell.source, count = strip_solutions(cell.source, where=label)
+            later = names_used([c.source for c in student.cells[index + 1:] if c.cell_type == "code"])
+            cell.source, count = strip_solutions(cell.source, where=label, answers=later)
             total += count
             in_exercise = in_exercise or count > 0
             demo = "raises-exception" in cell.metadata.get("tags", [])
