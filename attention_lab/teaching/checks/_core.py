@@ -23,8 +23,9 @@ class NotYet(AssertionError):
     the package (they would show the check's logic, and they are not where the learner's mistake is).
     """
 
-    def __init__(self, hint: object) -> None:
+    def __init__(self, hint: object, *, generic: bool = False) -> None:
         self.hint = str(hint)
+        self.generic = generic  # the check's last resort, not a hint about one particular mistake
         super().__init__(f"Not yet: {self.hint}")
 
     def _render_traceback_(self) -> list[str]:
@@ -37,8 +38,14 @@ def correct(message: object) -> None:
 
 
 def hint(message: object) -> NoReturn:
-    """Reject the answer with a hint about the idea behind the exercise (raises :class:`NotYet`)."""
+    """Reject the answer with a hint about the mistake it shows (raises :class:`NotYet`)."""
     raise NotYet(message) from None
+
+
+def fallback_hint(message: object) -> NoReturn:
+    """Reject an answer that matches none of the mistakes a check knows, with the check's general hint about the
+    idea (raises :class:`NotYet` marked ``generic``, so the tests can count how often a learner gets only this)."""
+    raise NotYet(message, generic=True) from None
 
 
 def _describe_error(error: BaseException) -> str:
@@ -112,8 +119,8 @@ def guard_errors(check: F) -> F:
         except NotYet:
             raise
         except Exception as error:  # a learner's answer can fail in any way
-            hint(f"your answer could not be checked: working with it raised {_describe_error(error)}; check its "
-                 f"type and shape against what the exercise asks for")
+            fallback_hint(f"your answer could not be checked: working with it raised {_describe_error(error)}; "
+                          f"check its type and shape against what the exercise asks for")
 
     return guarded  # type: ignore[return-value]
 
@@ -204,4 +211,4 @@ def check_tensor_answer(
     for wrong, message in mistakes:
         if close(got, wrong.detach().to("cpu").double(), atol=atol, rtol=rtol):
             hint(message)
-    hint(f"right shape but not the right values in {what}; recompute it step by step")
+    fallback_hint(f"right shape but not the right values in {what}; recompute it step by step")

@@ -1,0 +1,39 @@
+"""Every answer of the corpus in tests/answers/ through the lessons' own checks: right answers accepted, wrong
+ones rejected with the hint that names their mistake, never a traceback (tools/answer_report.py counts them)."""
+
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+from answers import Attempt, lessons, run
+
+import attention_lab.teaching.checks as checks_package
+
+ATTEMPTS = [attempt for attempts in lessons().values() for attempt in attempts]
+
+
+@pytest.mark.parametrize("attempt", ATTEMPTS, ids=lambda a: f"{a.exercise} {a.label}")
+def test_the_learner_sees_the_right_verdict(attempt: Attempt, capsys):
+    outcome = run(attempt, lambda: capsys.readouterr().out)
+    assert outcome.verdict(attempt) == "ok", f"{attempt.exercise} {attempt.label!r}: {outcome.kind}: {outcome.text}"
+
+
+def _checks_of(module_name: str) -> list[str]:
+    """The exercise checks a lesson's check module offers: its public functions defined in the checks package."""
+    module = importlib.import_module(f"attention_lab.teaching.checks.{module_name}")
+    return [name for name in getattr(module, "__all__", dir(module)) if not name.startswith("_")
+            and callable(getattr(module, name)) and inspect.isfunction(getattr(module, name))
+            and getattr(module, name).__module__.startswith("attention_lab.teaching.checks.")]
+
+
+CHECK_MODULES = sorted(m.name for m in pkgutil.iter_modules(checks_package.__path__) if m.name.startswith("lesson"))
+
+
+@pytest.mark.parametrize("module_name", CHECK_MODULES)
+def test_every_check_of_every_lesson_is_tried_right_and_wrong(module_name):
+    corpus = lessons().get(module_name, [])
+    for check in _checks_of(module_name):
+        tries = [a for a in corpus if a.check.__name__ == check]
+        assert any(a.right for a in tries), f"{module_name}.{check}: no right answer in tests/answers/{module_name}.py"
+        assert any(not a.right for a in tries), f"{module_name}.{check}: no wrong answer in tests/answers/"
