@@ -3,18 +3,34 @@
 
 from __future__ import annotations
 
+import json
 import re
 
-__all__ = ["BEGIN_SOLUTION", "CODE_STUB", "END_SOLUTION", "TEXT_STUB", "MarkupError", "solution_regions",
-           "strip_solutions"]
+from ..i18n import msg
+
+__all__ = ["BEGIN_SOLUTION", "CODE_STUB", "END_SOLUTION", "TEXT_STUB", "MarkupError", "code_stub",
+           "solution_regions", "strip_solutions", "text_stub"]
 
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
-CODE_STUB = (
-    "# YOUR CODE HERE",
-    'raise NotImplementedError("replace this line with your answer, then run the check cell below")',
-)
-TEXT_STUB = ("YOUR ANSWER HERE",)
+_STUB_COMMENT = msg("YOUR CODE HERE")
+_STUB_ERROR = msg("replace this line with your answer, then run the check cell below")
+_TEXT_STUB = msg("YOUR ANSWER HERE")
+
+
+def code_stub(language: str = "en") -> tuple[str, str]:
+    """The two lines that replace a code solution, in ``language`` (the package catalog's translation)."""
+    error = json.dumps(_STUB_ERROR.render(language), ensure_ascii=False)  # a double-quoted Python string
+    return f"# {_STUB_COMMENT.render(language)}", f"raise NotImplementedError({error})"
+
+
+def text_stub(language: str = "en") -> tuple[str]:
+    """The line that replaces a written (markdown) solution, in ``language``."""
+    return (_TEXT_STUB.render(language),)
+
+
+CODE_STUB = code_stub()
+TEXT_STUB = text_stub()
 
 # A line that looks like a delimiter without being exactly one (a typo would leak the solution).
 # Prose that merely mentions the delimiters (in backticks, mid-sentence) is left alone.
@@ -56,13 +72,15 @@ def solution_regions(source: str, *, where: str = "cell") -> list[list[str]]:
     return regions
 
 
-def strip_solutions(source: str, *, markdown: bool = False, where: str = "cell") -> tuple[str, int]:
-    """Replace every solution region of ``source`` by the stub; return the new source and the count.
+def strip_solutions(source: str, *, markdown: bool = False, where: str = "cell",
+                    language: str = "en") -> tuple[str, int]:
+    """Replace every solution region of ``source`` by the stub (in ``language``); return the new source and the
+    count.
 
     The stub takes the indentation of the ``BEGIN`` line; lines outside the regions stay unchanged.
     """
     solution_regions(source, where=where)  # validate the markup before replacing anything
-    stub = TEXT_STUB if markdown else CODE_STUB
+    stub = text_stub(language) if markdown else code_stub(language)
     kept: list[str] = []
     inside = False
     count = 0

@@ -9,19 +9,21 @@ from typing import Any, NoReturn, TypeVar
 
 import torch
 
+from ...i18n import Message
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 Mistake = tuple[Callable[[torch.Tensor], bool], str]
 
 
-def correct(message: str) -> None:
-    """Tell the learner the answer is right."""
-    print(f"Correct: {message}")
+def correct(message: str | Message) -> None:
+    """Tell the learner the answer is right (a ``Message`` is rendered in the current language)."""
+    print(f"Correct: {str(message)}")
 
 
-def hint(message: str) -> NoReturn:
-    """Reject the answer with a hint about the idea behind the exercise."""
-    raise AssertionError(f"Not yet. Hint: {message}")
+def hint(message: str | Message) -> NoReturn:
+    """Reject the answer with a hint about the idea behind the exercise (a ``Message``: in the current language)."""
+    raise AssertionError(f"Not yet. Hint: {str(message)}")
 
 
 def _describe_error(error: BaseException) -> str:
