@@ -49,7 +49,7 @@ def read(path: Path) -> Catalog:
 def write(catalog: Catalog, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as handle:
-        write_po(handle, catalog, width=100, include_lineno=False, include_previous=True)
+        write_po(handle, catalog, width=100, include_lineno=False)
 
 
 def new_catalog(language: str | None, title: str) -> Catalog:
@@ -85,11 +85,25 @@ def template_entries(catalog: Catalog) -> list[tuple[str | None, str, tuple]]:
     return [(m.context, m.id, tuple(sorted({loc for loc, _ in m.locations}))) for m in catalog if m.id]
 
 
+_CHANGED = "English changed: "
+
+
+def changes(old: str, new: str) -> list[str]:
+    """What changed between two versions of an English text, word by word, for the translator's comments."""
+    a, b = old.split(), new.split()
+    found = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if op != "equal":
+            found.append(f"{_CHANGED}was {' '.join(a[i1:i2])!r}, now {' '.join(b[j1:j2])!r}")
+    return found[:12]
+
+
 def merge(catalog: Catalog, template: Iterable[Message]) -> tuple[Catalog, dict[str, int]]:
     """``catalog`` brought in line with ``template``: entries the template has and the catalog lacks are added
-    untranslated; an entry whose English changed keeps its old translation, marked fuzzy with the old English as
-    ``#| msgid`` (matched within the same cell, or by similarity for the package's messages); entries no longer in
-    the template become obsolete (``#~``). Returns the new catalog and counts of what happened."""
+    untranslated; an entry whose English changed keeps its old translation, marked fuzzy, with what changed in
+    ``#.`` comments (matched within the same cell, or by similarity for the package's messages; Babel cannot read
+    a multi-line ``#| msgid`` back); entries no longer in the template become obsolete (``#~``). Returns the new
+    catalog and counts of what happened."""
     old = {(m.context, m.id): m for m in catalog if m.id}
     used: set[tuple[str | None, str]] = set()
     merged = new_catalog(None, "")
@@ -107,7 +121,9 @@ def merge(catalog: Catalog, template: Iterable[Message]) -> tuple[Catalog, dict[
         if key in old:
             previous = old[key]
             entry.string, entry.flags = previous.string, set(previous.flags) - {"python-format"}
-            entry.user_comments, entry.previous_id = list(previous.user_comments), previous.previous_id
+            entry.user_comments = list(previous.user_comments)
+            if previous.fuzzy:  # still to review: keep the note of what changed
+                entry.auto_comments += [c for c in previous.auto_comments if c.startswith(_CHANGED)]
             counts["kept"] += 1
         else:
             candidates = [k for k in old if k not in used and k not in exact and old[k].string
@@ -118,7 +134,7 @@ def merge(catalog: Catalog, template: Iterable[Message]) -> tuple[Catalog, dict[
                 match = next(k for k in candidates if k[1] == close[0])
                 used.add(match)
                 entry.string, entry.flags = old[match].string, {"fuzzy"}
-                entry.previous_id = [old[match].id]
+                entry.auto_comments += changes(old[match].id, message.id)
                 entry.user_comments = list(old[match].user_comments)
                 counts["fuzzy"] += 1
             else:
@@ -214,7 +230,7 @@ def derive(catalog: Catalog) -> Catalog:
         copy_ = Message(message.id, to_traditional(message.string) if message.string else "",
                         locations=list(message.locations), flags=set(message.flags),
                         auto_comments=list(message.auto_comments), user_comments=list(message.user_comments),
-                        previous_id=message.previous_id, context=message.context)
+                        context=message.context)
         derived[message.id] = copy_
     return derived
 

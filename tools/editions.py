@@ -91,6 +91,11 @@ def update() -> int:
     cat.write(merged, source)
     _say_counts(source, counts)
     cat.write(cat.derive(merged), cat.package_catalog_path(cat.DERIVED))
+    return update_lessons()
+
+
+def update_lessons() -> int:
+    """Merge each lesson that has a zh_CN catalog into it, and derive its zh_TW catalog."""
     for lesson in translated_lessons():
         path = cat.lesson_catalog_path(cat.SOURCE, lesson.stem)
         merged, counts = cat.merge(cat.read(path), lesson_template(lesson))
