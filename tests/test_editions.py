@@ -282,12 +282,13 @@ def test_exception_table_is_well_formed_and_each_row_is_needed():
     assert len(rows) <= 40, "keep the reviewed exception table short"
     sources = [source for source, _, _ in rows]
     assert len(sources) == len(set(sources)), "a row appears twice"
-    for source, target, reason in rows:
+    corrections = {"引數": "参数", "單元格": "单元格", "全域性": "全局", "區域性": "局部", "視訊記憶體": "显存",
+                   "整陣列成": "整数组成", "列印": "打印", "單元格里": "单元格里"}
+    for source, _target, reason in rows:
         assert len(reason) > 10, f"{source}: give the reason"
-        if source != target and len(source) > 1:  # a real correction: OpenCC must still write what it corrects
-            simplified = {"引數": "参数", "單元格": "单元格", "全域性": "全局", "區域性": "局部",
-                          "視訊記憶體": "显存", "整陣列成": "整数组成", "列印": "打印"}.get(source)
-            assert simplified and source in cat._opencc().convert(simplified), f"{source}: no longer needed?"
+        if source in corrections:  # a correction of OpenCC: it must still write what the row corrects
+            assert source in cat._opencc().convert(corrections[source]), f"{source}: row no longer needed?"
+    assert set(corrections) <= set(sources)
 
 
 def test_derivation_applies_opencc_then_the_table_and_swaps_rows_and_columns():
@@ -340,3 +341,16 @@ def test_chinese_text_uses_full_width_punctuation_and_spaces_around_latin(langua
 def test_the_typography_rule_can_fail():
     assert re.search(rf"[{CJK}][A-Za-z0-9]", _plain("这是PyTorch")) and not re.search(
         rf"[{CJK}][A-Za-z0-9]", _plain("这是 `x`的"))
+
+
+def test_the_zh_tw_readme_is_derived_from_the_zh_cn_one():
+    assert (ROOT / "README.zh-TW.md").read_text(encoding="utf-8") == editions.derived_readme(), (
+        "README.zh-TW.md is generated: edit README.zh-CN.md, then run python tools/editions.py update")
+    text = (ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
+    assert cat.unclassified_rows_columns(text) == []
+    derived = editions.derived_readme()
+    assert "make lab EDITION=zh-TW" in derived and "[簡體中文](README.zh-CN.md)" in derived
+    for readme in ("README.md", "README.zh-CN.md", "README.zh-TW.md"):
+        others = {"README.md", "README.zh-CN.md", "README.zh-TW.md"} - {readme}
+        links = set(re.findall(r"\]\((README[^)]*\.md)\)", (ROOT / readme).read_text(encoding="utf-8")))
+        assert others <= links, f"{readme} should link to {sorted(others)}"

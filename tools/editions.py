@@ -81,7 +81,17 @@ def _say_counts(path: Path, counts: dict[str, int]) -> None:
           f"(changed English), {counts['obsolete']} obsolete" + (f"; {todo} to translate" if todo else ""))
 
 
+README_SOURCE, README_DERIVED = cat.ROOT / "README.zh-CN.md", cat.ROOT / "README.zh-TW.md"
+_README_NOTE = "<!-- GENERATED from README.zh-CN.md by python tools/editions.py update; edit that file instead. -->\n"
+
+
+def derived_readme() -> str:
+    """README.zh-TW.md: the zh-CN README through the same derivation as the catalogs."""
+    return _README_NOTE + cat.to_traditional(README_SOURCE.read_text(encoding="utf-8"))
+
+
 def update() -> int:
+    README_DERIVED.write_text(derived_readme(), encoding="utf-8")
     template = cat.package_template()
     cat.write(template, cat.PACKAGE_TEMPLATE)
     print(f"{cat.PACKAGE_TEMPLATE.relative_to(cat.ROOT)}: {len(template)} messages")
