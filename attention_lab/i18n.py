@@ -1,9 +1,11 @@
 """Messages in the learner's language: English (the source), 简体中文 (``zh-CN``) and 繁體中文 (``zh-TW``).
 
     import attention_lab as al
-    al.set_language("zh-CN")                  # the first code cell of a Chinese edition does this
     from attention_lab.i18n import msg
-    print(msg("{n} weights, rows = queries", n=7 * 12))   # rendered when printed: "7 x 12 = 84 ..." in Chinese
+    hint = msg("an index counts tokens from 0 to {last}, got {index}", last=4, index=7)
+    print(hint)                   # an index counts tokens from 0 to 4, got 7
+    al.set_language("zh-CN")      # what the first code cell of a Chinese edition adds
+    print(hint)                   # 词元的索引从 0 数到 4，你给的是 7
 
 ``msg(template, **values)`` makes a lazy :class:`Message`; ``str()`` looks the template up in the current language's
 catalog, falls back to English where an entry is missing (or still marked fuzzy), then fills the ``{name}``
@@ -25,7 +27,7 @@ from pathlib import Path
 
 from ._validation import check_choice
 
-__all__ = ["LANGUAGES", "Message", "language", "msg", "set_language"]
+__all__ = ["LANGUAGES", "Message", "catalog_path", "language", "msg", "set_language", "translate"]
 
 LANGUAGES = ("en", "zh-CN", "zh-TW")
 DOMAIN = "attention_lab"
