@@ -16,7 +16,7 @@ PARALLEL := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 # more pytest options, e.g. make test PYTEST_ARGS='-m "not browser" --durations=20'
 PYTEST_ARGS ?=
 
-.PHONY: lab student test notebooks clean-venv
+.PHONY: lab student test notebooks editions clean-venv
 
 $(VENV)/.requirements.stamp: requirements.txt pyproject.toml tools/install_env.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,17 +28,28 @@ $(VENV)/.dev.stamp: $(VENV)/.requirements.stamp requirements-dev.txt
 # JupyterLab refuses to run as root without --allow-root (containers, CI machines); add it only there.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
 
-lab: $(VENV)/.requirements.stamp student
-	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/student $(ALLOW_ROOT)
+# Which lessons: the English ones (default), or a Chinese edition: make lab EDITION=zh-CN (简体) / EDITION=zh-TW
+# (繁體), whose lessons are notebooks/EDITION/ and whose copies go to student/EDITION/.
+EDITION ?=
+ifneq ($(filter-out zh-CN zh-TW,$(EDITION)),)
+$(error EDITION must be zh-CN or zh-TW (or unset for English), got "$(EDITION)")
+endif
+LESSON_DIR := notebooks$(if $(EDITION),/$(EDITION))
+STUDENT_DIR := student$(if $(EDITION),/$(EDITION))
+EDITION_OPTION := $(if $(EDITION),--edition $(EDITION) )
 
-# Your copies of the lessons, in student/: solutions replaced by "# YOUR CODE HERE". Only missing copies are
-# written (a new lesson after a git pull, say); a copy already there is your work and is never overwritten.
-STUDENT_MISSING = $(filter-out $(wildcard student/*.ipynb),$(patsubst notebooks/%,student/%,$(wildcard notebooks/*.ipynb)))
+lab: $(VENV)/.requirements.stamp student
+	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/$(STUDENT_DIR) $(ALLOW_ROOT)
+
+# Your copies of the lessons, in student/ (student/EDITION/): solutions replaced by "# YOUR CODE HERE". Only
+# missing copies are written (a new lesson after a git pull, say); a copy already there is your work and is never
+# overwritten.
+STUDENT_MISSING = $(filter-out $(wildcard $(STUDENT_DIR)/*.ipynb),$(patsubst $(LESSON_DIR)/%,$(STUDENT_DIR)/%,$(wildcard $(LESSON_DIR)/*.ipynb)))
 
 student: $(VENV)/.requirements.stamp
 	@missing="$(notdir $(STUDENT_MISSING))"; \
-	if [ -n "$$missing" ]; then $(BIN)/python -m attention_lab.teaching.classroom student --out student/ $$missing; \
-	else echo "student/ has a copy of every lesson (yours: never overwritten)"; fi
+	if [ -n "$$missing" ]; then $(BIN)/python -m attention_lab.teaching.classroom student $(EDITION_OPTION)--out $(STUDENT_DIR)/ $$missing; \
+	else echo "$(STUDENT_DIR)/ has a copy of every lesson (yours: never overwritten)"; fi
 
 test: $(VENV)/.dev.stamp
 	$(BIN)/ruff check .
@@ -47,6 +58,12 @@ test: $(VENV)/.dev.stamp
 # Maintainers: re-execute lessons in place (all, or NB="notebooks/02_*.ipynb") after changing them.
 notebooks: $(VENV)/.dev.stamp
 	$(BIN)/python tools/run_notebooks.py $(or $(NB),notebooks/*.ipynb)
+
+# Translators and maintainers: bring the catalogs in line with the English (locale/, attention_lab/locale/), then
+# write and execute the Chinese editions of every lesson that has a catalog (or LESSONS="00 03").
+editions: $(VENV)/.dev.stamp
+	$(BIN)/python tools/editions.py update
+	$(BIN)/python tools/editions.py build $(LESSONS)
 
 clean-venv:
 	rm -rf $(VENV)

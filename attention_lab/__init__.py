@@ -12,12 +12,13 @@ The folders are the map:
 ``teaching/``        exercise checks (one module per lesson) and student copies of the lessons
 ``plotting/``        every figure; the only place that imports matplotlib, and nothing else imports it
 ``runtime.py``       device(), seed_everything(), environment()
+``i18n.py``          the language of the package's messages: set_language("zh-CN"), msg(), the catalogs in locale/
 ``_validation.py``   input validation shared by every module
 ===================  ==============================================================================
 
-Imports point one way: ``reference`` and ``runtime`` need only ``_validation``; ``efficient`` and ``generation``
-build on ``core``, ``measure`` on ``core`` and ``efficient``, ``models`` on ``core`` and ``generation``;
-``teaching`` and ``plotting`` build on the rest, never the reverse.
+Imports point one way: ``reference``, ``runtime`` and ``i18n`` need only ``_validation``; ``efficient`` and
+``generation`` build on ``core``, ``measure`` on ``core`` and ``efficient``, ``models`` on ``core`` and
+``generation``; ``teaching`` and ``plotting`` build on the rest, never the reverse; every part may use ``i18n``.
 
 One axis legend for the whole package (every docstring's ``Shape:`` line uses it):
 
@@ -38,15 +39,16 @@ import importlib
 import importlib.util
 import sys
 
-from . import core, efficient, generation, reference, runtime  # noqa: F401 (attention_lab.reference etc. without a second import)
+from . import core, efficient, generation, i18n, reference, runtime  # noqa: F401 (attention_lab.reference etc. without a second import)
 from .core import *  # noqa: F403 (every name in core.__all__)
 from .efficient import *  # noqa: F403 (every name in efficient.__all__)
 from .generation import *  # noqa: F403 (every name in generation.__all__)
+from .i18n import set_language
 from .runtime import *  # noqa: F403 (every name in runtime.__all__)
 
 __version__ = "0.1.0"
 
-__all__ = [*core.__all__, *efficient.__all__, *generation.__all__, *runtime.__all__]
+__all__ = [*core.__all__, *efficient.__all__, *generation.__all__, *runtime.__all__, "set_language"]
 
 # Short module paths: `attention_lab.training` is `attention_lab.models.training`, and so on, so that
 # `from attention_lab.checks import lesson03` and `from attention_lab.model import TinyTransformer` keep working in

@@ -44,7 +44,7 @@ def test_an_untouched_stub_says_what_to_write_and_where(placeholder):
     weights = torch.full((3, 3), 1 / 3)
     for text in (hint_of(lesson00.weights_shape, placeholder, n_tokens=5),
                  hint_of(lesson00.attention_received, placeholder, weights)):
-        assert text == "Not yet: " + _core.PLACEHOLDER_HINT
+        assert text == "Not yet: " + str(_core.PLACEHOLDER_HINT)
 
 
 def test_none_is_explained_as_a_missing_return():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 import runpy
 import sys
 from pathlib import Path
@@ -458,3 +459,102 @@ def test_nbgrader_clears_the_same_regions(lesson):
         assert not {line.strip() for line in theirs.source.split("\n")} & secret
         stub = [line for line in mine.source.split("\n") if "NotImplementedError" not in line]
         assert stub == [line for line in theirs.source.split("\n") if "NotImplementedError" not in line]
+
+
+# --- the Chinese editions (notebooks/zh-CN, notebooks/zh-TW): the same guarantees, stubs in their language ----------
+
+from attention_lab.teaching._lesson_files import EDITIONS  # noqa: E402
+from attention_lab.teaching._solution_markup import CODE_STUB, code_stub, text_stub  # noqa: E402
+
+EDITION_LESSONS = [pytest.param(p, p.parent.name, id=f"{p.parent.name}-{p.stem[:2]}")
+                   for edition in EDITIONS for p in sorted((NOTEBOOKS / edition).glob("*.ipynb"))]
+
+
+def test_every_edition_has_lessons():
+    assert {language for _, language in (p.values for p in EDITION_LESSONS)} == set(EDITIONS)
+
+
+def test_stubs_come_from_the_package_catalog_in_the_editions_language():
+    from attention_lab import i18n
+
+    for language in EDITIONS:
+        comment, error = code_stub(language)
+        assert comment == f"# {i18n.msg('YOUR CODE HERE').render(language)}" != CODE_STUB_EN[0]
+        assert error.startswith('raise NotImplementedError("') and error.endswith('")')
+        assert "replace this line" not in error and i18n.translate(
+            "replace this line with your answer, then run the check cell below", language) in error
+        compile(error, "<stub>", "exec")
+        source, count = classroom.strip_solutions(f"    {BEGIN_SOLUTION}\n    x = 1\n    {END_SOLUTION}",
+                                                  language=language)
+        assert count == 1 and source == f"    {comment}\n    {error}"
+        assert classroom.strip_solutions(f"{BEGIN_SOLUTION}\nBecause.\n{END_SOLUTION}", markdown=True,
+                                         language=language)[0] == text_stub(language)[0] != "YOUR ANSWER HERE"
+    assert code_stub() == CODE_STUB == CODE_STUB_EN
+
+
+CODE_STUB_EN = ("# YOUR CODE HERE",
+                'raise NotImplementedError("replace this line with your answer, then run the check cell below")')
+
+
+@pytest.mark.parametrize(("lesson", "language"), EDITION_LESSONS)
+def test_edition_student_copy_has_no_solution_line_and_its_stub_speaks_the_edition(lesson, language):
+    nb = nbformat.read(lesson, as_version=4)
+    student, count = classroom.student_notebook(nb, where=lesson.name, language=language)
+    nbformat.validate(student)
+    secret = _solution_lines(nb)
+    assert count >= len(_answer_cells(nb)) >= 1 and secret
+    comment, error = code_stub(language)
+    for index, cell in enumerate(student.cells):
+        assert not {line.strip() for line in cell.source.split("\n")} & secret, f"{lesson.name}, cell {index}"
+    for i in _answer_cells(nb):
+        assert comment in student.cells[i].source
+        assert error in student.cells[i].source or f"= ...  {comment}" in student.cells[i].source
+        assert student.cells[i].outputs == [] and student.cells[i].execution_count is None
+        compile(student.cells[i].source, f"{lesson.name}:cell{i}", "exec")
+
+
+def test_edition_command_writes_the_edition_and_never_overwrites(tmp_path, monkeypatch, capsys):
+    lesson = EDITION_LESSONS[0].values[0]
+    language = lesson.parent.name
+    out = tmp_path / "student" / language
+    monkeypatch.chdir(ROOT)
+    assert classroom.main(["student", "--edition", language, "--out", str(out), lesson.stem[:2]]) == 0
+    copy_path = out / lesson.name
+    assert "1 written" in capsys.readouterr().out
+    text = copy_path.read_text(encoding="utf-8")
+    assert code_stub(language)[0] in text and "# YOUR CODE HERE" not in text
+    copy_path.write_text(text.replace(code_stub(language)[0], "# 我的答案"), encoding="utf-8")
+    assert classroom.main(["student", "--edition", language, "--out", str(out), lesson.stem[:2]]) == 0
+    assert "0 written, 1 skipped" in capsys.readouterr().out and "# 我的答案" in copy_path.read_text("utf-8")
+    assert classroom.main(["student", "--edition", language, "--out", str(NOTEBOOKS / "x"), lesson.stem[:2]]) == 2
+    assert "--out must be outside the lessons' folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        classroom.main(["student", "--edition", "fr", "--out", str(out)])
+    assert "invalid choice: 'fr'" in capsys.readouterr().err
+
+
+def test_executed_edition_student_copy_answers_every_check_in_its_language(tmp_path):
+    """An edition's copy, run untouched from a student folder, runs to the end: every check answers with one line
+    in the edition's language (the placeholder hint), and nothing else fails."""
+    from nbclient import NotebookClient
+
+    from attention_lab import i18n
+    from attention_lab.teaching.checks import _core
+
+    lesson, language = min(((p.values[0], p.values[1]) for p in EDITION_LESSONS), key=lambda lv: _stub_cost(lv[0]))
+    report = classroom.write_student_copies([lesson], tmp_path / "student", language=language)
+    nb = nbformat.read(report.written[0], as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path / "student")}}).execute()
+    first = _answer_cells(nbformat.read(lesson, as_version=4))[0]
+    hints = [(i, o) for i, c in enumerate(nb.cells) for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert all(o["ename"] == "NotYet" for _, o in hints), hints
+    placeholder = _core.PLACEHOLDER_HINT.render(language)
+    after = [o for i, o in hints if i > first]
+    assert after and all(placeholder in o["evalue"] for o in after), "every check speaks the edition's placeholder"
+    assert i18n.translate("Not yet:", language) in after[0]["traceback"][0]
+    demo = [o for i, o in hints if i < first]
+    assert demo and re.search(r"[\u4e00-\u9fff]", demo[0]["evalue"]), "the demonstration's hint is in Chinese"

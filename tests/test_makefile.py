@@ -93,3 +93,14 @@ def test_make_test_skips_the_install_when_the_environment_is_current(scratch):
     plan = _make(scratch, "-n", "test").stdout
     assert "install_env.py" not in plan and "pip" not in plan, plan
     assert "pytest" in plan and "-n 2 --dist loadfile" in plan
+
+
+def test_make_lab_edition_opens_that_editions_student_copies(scratch):
+    (scratch / "notebooks" / "zh-CN").mkdir()
+    _lesson(scratch / "notebooks" / "zh-CN" / "00_first.ipynb", "41 + 1")
+    plan = _make(scratch, "-n", "lab", "EDITION=zh-CN").stdout
+    assert "classroom student --edition zh-CN --out student/zh-CN/" in plan and 'missing="00_first.ipynb"' in plan
+    jupyter = [line for line in plan.splitlines() if "jupyter lab" in line]
+    assert len(jupyter) == 1 and "--LabApp.default_url=/lab/tree/student/zh-CN " in jupyter[0] + " ", plan
+    wrong = subprocess.run([MAKE, "-n", "lab", "EDITION=fr"], cwd=scratch, capture_output=True, text=True)
+    assert wrong.returncode != 0 and "EDITION must be zh-CN or zh-TW" in wrong.stderr

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 import torch
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure
+
+from ._fonts import Figure
 
 WEIGHTS_CMAP = "viridis"
 MASK_CMAP = "cividis"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import textwrap
 
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
 from ..efficient.layouts import BlockLayout
 from ._base import MASK_CMAP, _new_axes
+from ._fonts import Figure
 from ._masks import _two_swatch_legend
 
 _DENSE_LAYOUT_LIMIT = 512  # up to this n every (query, key) pair is drawn; beyond it, one cell per block pair

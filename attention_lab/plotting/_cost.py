@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
 from ._base import _finish_axes, _new_axes
+from ._fonts import Figure
 
 _COST_MARKERS = ("o", "s", "^", "D", "v")
 

@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 
 import torch
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
 from ._base import WEIGHTS_CMAP, _as_matrix, _finish_axes, _new_axes
+from ._fonts import Figure
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
 

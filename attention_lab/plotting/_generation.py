@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import torch
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
 from ._base import _finish_axes, _new_axes
+from ._fonts import Figure
 
 _MARKERS = ("o", "s", "^", "D", "v")
 

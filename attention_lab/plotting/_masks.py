@@ -7,10 +7,10 @@ from collections.abc import Sequence
 import torch
 from matplotlib import colormaps
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from ._base import _MAX_LABELLED_TICKS, MASK_CMAP, WEIGHTS_CMAP, _as_matrix, _new_axes, _set_token_ticks
+from ._fonts import Figure
 
 MASK_LABELS = ("may attend", "hidden")
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from matplotlib.figure import Figure
 
 from ._base import WEIGHTS_CMAP, _set_token_ticks
+from ._fonts import Figure
 from ._weights import plot_attention
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
 from ._base import _finish_axes, _new_axes
+from ._fonts import Figure
 
 # Okabe-Ito: distinguishable with every common colour-vision deficiency; dashes add a second cue.
 _RUN_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import torch
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
 from ._base import WEIGHTS_CMAP, _as_matrix, _new_axes, _set_token_ticks
+from ._fonts import Figure
 
 
 def plot_attention(

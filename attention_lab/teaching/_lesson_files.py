@@ -6,28 +6,33 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["resolve_lessons"]
+__all__ = ["EDITIONS", "resolve_lessons"]
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]  # attention_lab/teaching/<this file> -> the checkout
+EDITIONS = ("zh-CN", "zh-TW")  # the Chinese editions, in notebooks/<edition>/ (built by tools/editions.py)
 
 
-def _notebook_dirs() -> list[Path]:
-    """Where lessons live: ``notebooks/`` in the current folder and in this checkout (if present)."""
+def _notebook_dirs(edition: str | None = None) -> list[Path]:
+    """Where lessons live: ``notebooks/`` (or ``notebooks/<edition>/``) in the current folder and in this checkout
+    (if present)."""
     dirs = []
     for base in (Path.cwd(), _PROJECT_ROOT):
-        candidate = (base / "notebooks").resolve()
+        candidate = (base / "notebooks" / (edition or "")).resolve()
         if candidate.is_dir() and candidate not in dirs:
             dirs.append(candidate)
     return dirs
 
 
-def resolve_lessons(names: Sequence[str]) -> list[Path]:
-    """Lessons from paths, file names or number prefixes (``02``); every ``notebooks/*.ipynb`` if empty."""
-    dirs = _notebook_dirs()
+def resolve_lessons(names: Sequence[str], *, edition: str | None = None) -> list[Path]:
+    """Lessons from paths, file names or number prefixes (``02``); every ``notebooks/*.ipynb`` if empty. With an
+    ``edition`` (``"zh-CN"``), names and the default are looked up in ``notebooks/<edition>/``."""
+    dirs = _notebook_dirs(edition)
     if not names:
         if not dirs:
-            raise FileNotFoundError("classroom student: no notebooks/ folder here or in the project; "
-                                    "run it from the project root or name the lessons")
+            folder = f"notebooks/{edition}/" if edition else "notebooks/"
+            raise FileNotFoundError(f"classroom student: no {folder} folder here or in the project; "
+                                    f"run it from the project root or name the lessons"
+                                    + ("; the editions are built by make editions" if edition else ""))
         lessons = sorted(dirs[0].glob("*.ipynb"))
         if not lessons:
             raise FileNotFoundError(f"classroom student: no lessons (*.ipynb) in {dirs[0]}")

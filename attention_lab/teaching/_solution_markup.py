@@ -10,20 +10,41 @@ variables, imports, loops) is dropped: it is part of the solution.
 from __future__ import annotations
 
 import ast
+import json
 import re
 import textwrap
 from collections.abc import Collection, Sequence
 
-__all__ = ["BEGIN_SOLUTION", "CODE_STUB", "END_SOLUTION", "TEXT_STUB", "MarkupError", "code_stub", "names_used",
-           "solution_regions", "strip_solutions"]
+from ..i18n import msg
+
+__all__ = ["BEGIN_SOLUTION", "CODE_STUB", "END_SOLUTION", "TEXT_STUB", "MarkupError", "answer_stub", "code_stub",
+           "names_used", "solution_regions", "strip_solutions", "text_stub"]
 
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
-CODE_STUB = (
-    "# YOUR CODE HERE",
-    'raise NotImplementedError("replace this line with your answer, then run the check cell below")',
-)
-TEXT_STUB = ("YOUR ANSWER HERE",)
+_STUB_COMMENT = msg("YOUR CODE HERE")
+_STUB_ERROR = msg("replace this line with your answer, then run the check cell below")
+_TEXT_STUB = msg("YOUR ANSWER HERE")
+
+
+def _raise_line(message: object, language: str) -> str:
+    text = message.render(language) if hasattr(message, "render") else str(message)
+    return f"raise NotImplementedError({json.dumps(text, ensure_ascii=False)})"  # a double-quoted Python string
+
+
+def code_stub(language: str = "en") -> tuple[str, str]:
+    """The two lines that replace a code solution with no named answer, in ``language`` (the package catalog's
+    translation)."""
+    return f"# {_STUB_COMMENT.render(language)}", _raise_line(_STUB_ERROR, language)
+
+
+def text_stub(language: str = "en") -> tuple[str]:
+    """The line that replaces a written (markdown) solution, in ``language``."""
+    return (_TEXT_STUB.render(language),)
+
+
+CODE_STUB = code_stub()
+TEXT_STUB = text_stub()
 
 # A line that looks like a delimiter without being exactly one (a typo would leak the solution).
 # Prose that merely mentions the delimiters (in backticks, mid-sentence) is left alone.
@@ -76,7 +97,7 @@ def _assigned_names(node: ast.stmt) -> list[str]:
     return names
 
 
-def _function_stub(node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str]) -> list[str]:
+def _function_stub(node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str], language: str) -> list[str]:
     """A function's decorators, ``def`` line(s) and docstring, over a body that raises ``NotImplementedError``."""
     first = node.body[0]
     has_docstring = (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
@@ -85,42 +106,42 @@ def _function_stub(node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str
     end = first.end_lineno if has_docstring else first.lineno - 1
     body_line = lines[first.lineno - 1]
     indent = body_line[: len(body_line) - len(body_line.lstrip())]
-    return [*lines[start:end], f"{indent}# YOUR CODE HERE",
-            f'{indent}raise NotImplementedError("write the body of {node.name}, then run the check cell below")']
+    error = msg("write the body of {name}, then run the check cell below", name=node.name)
+    return [*lines[start:end], f"{indent}# {_STUB_COMMENT.render(language)}", indent + _raise_line(error, language)]
 
 
-def code_stub(region: Sequence[str], answers: Collection[str] = ()) -> list[str]:
+def answer_stub(region: Sequence[str], answers: Collection[str] = (), language: str = "en") -> list[str]:
     """The stub for one code region (its lines without the delimiters, not yet indented).
 
     ``answers`` are the names the rest of the lesson uses (the check cells): each one the region binds at its top
     level keeps its name in the stub. A region with none of them, or one that is not whole statements, gets the
-    plain :data:`CODE_STUB`.
+    plain :func:`code_stub`.
     """
     text = textwrap.dedent("\n".join(region))
     try:
         tree = ast.parse(text)
     except SyntaxError:
-        return list(CODE_STUB)
+        return list(code_stub(language))
     lines, stub, named = text.split("\n"), [], set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in answers:
-            stub += _function_stub(node, lines)
+            stub += _function_stub(node, lines, language)
             named.add(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             for name in _assigned_names(node):
                 if name in answers and name not in named:
-                    stub.append(f"{name} = ...  # YOUR CODE HERE")
+                    stub.append(f"{name} = ...  # {_STUB_COMMENT.render(language)}")
                     named.add(name)
-    return stub or list(CODE_STUB)
+    return stub or list(code_stub(language))
 
 
 def strip_solutions(source: str, *, markdown: bool = False, where: str = "cell",
-                    answers: Collection[str] = ()) -> tuple[str, int]:
-    """Replace every solution region of ``source`` by a stub; return the new source and the count.
+                    answers: Collection[str] = (), language: str = "en") -> tuple[str, int]:
+    """Replace every solution region of ``source`` by a stub in ``language``; return the new source and the count.
 
-    A code region at the top level of its cell gets :func:`code_stub` (the names in ``answers``, and those the
+    A code region at the top level of its cell gets :func:`answer_stub` (the names in ``answers``, and those the
     cell uses after the region, keep their names); an indented one (inside a function body) the plain
-    :data:`CODE_STUB`. The stub takes the indentation of the ``BEGIN`` line; lines outside the regions stay
+    :func:`code_stub`. The stub takes the indentation of the ``BEGIN`` line; lines outside the regions stay
     unchanged.
     """
     regions = solution_regions(source, where=where)  # validate the markup before replacing anything
@@ -133,12 +154,12 @@ def strip_solutions(source: str, *, markdown: bool = False, where: str = "cell",
         if text == BEGIN_SOLUTION:
             indent = line[: len(line) - len(line.lstrip())]
             if markdown:
-                stub = list(TEXT_STUB)
+                stub = list(text_stub(language))
             elif indent:
-                stub = list(CODE_STUB)
+                stub = list(code_stub(language))
             else:
                 used_later = set(_IDENTIFIER.findall("\n".join(lines[number:]).split(END_SOLUTION, 1)[-1]))
-                stub = code_stub(regions[count], {*answers, *used_later})
+                stub = answer_stub(regions[count], {*answers, *used_later}, language)
             kept.extend(indent + stub_line for stub_line in stub)
             inside = True
             count += 1

@@ -3,6 +3,7 @@
     python -m attention_lab.teaching.classroom student --out student/           # every lesson in notebooks/
     python -m attention_lab.teaching.classroom student --out student/ 02 03     # some (number, name or path)
     python -m attention_lab.teaching.classroom student --out student/ --force   # overwrite copies already there
+    python -m attention_lab.teaching.classroom student --edition zh-CN --out student/zh-CN/   # 简体中文 edition
 
 Answer cells hold their solution between a ``### BEGIN SOLUTION`` line and a ``### END SOLUTION`` line
 (the nbgrader convention). In a student copy each region becomes ``# YOUR CODE HERE`` plus
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import nbformat
 
-from ._lesson_files import _check_output_dir, resolve_lessons
+from ._lesson_files import EDITIONS, _check_output_dir, resolve_lessons
 from ._solution_markup import (
     BEGIN_SOLUTION,
     CODE_STUB,
@@ -122,9 +123,10 @@ def check_call_pattern(nb: nbformat.NotebookNode) -> re.Pattern[str]:
 
 
 def student_notebook(
-    nb: nbformat.NotebookNode, *, where: str = "notebook"
+    nb: nbformat.NotebookNode, *, where: str = "notebook", language: str = "en"
 ) -> tuple[nbformat.NotebookNode, int]:
-    """A student copy of one lesson (``nb`` is not modified) and the number of regions replaced.
+    """A student copy of one lesson (``nb`` is not modified) and the number of regions replaced; the stubs are
+    in ``language`` (a Chinese edition's copy: ``"zh-CN"`` or ``"zh-TW"``).
 
     An exercise is an answer cell (one with a solution region) and the code cells after it up to the
     next markdown cell (its check cells). Any other cell that calls a check is cleared as well (a success
@@ -140,11 +142,11 @@ def student_notebook(
         _clean_cell_metadata(cell)
         if cell.cell_type == "markdown":
             in_exercise = False
-            cell.source, count = strip_solutions(cell.source, markdown=True, where=label)
+            cell.source, count = strip_solutions(cell.source, markdown=True, where=label, language=language)
             total += count
         elif cell.cell_type == "code":
             later = names_used([c.source for c in student.cells[index + 1:] if c.cell_type == "code"])
-            cell.source, count = strip_solutions(cell.source, where=label, answers=later)
+            cell.source, count = strip_solutions(cell.source, where=label, answers=later, language=language)
             total += count
             in_exercise = in_exercise or count > 0
             demo = "raises-exception" in cell.metadata.get("tags", [])
@@ -156,8 +158,9 @@ def student_notebook(
     return student, total
 
 
-def write_student_copies(lessons: Sequence[Path], out: Path, *, force: bool = False) -> CopyReport:
-    """Write a student copy of each lesson into ``out`` (created if needed).
+def write_student_copies(lessons: Sequence[Path], out: Path, *, force: bool = False,
+                         language: str = "en") -> CopyReport:
+    """Write a student copy of each lesson into ``out`` (created if needed), with stubs in ``language``.
 
     Existing files are replaced only with ``force``. Every lesson is converted before anything is
     written, so a markup error leaves ``out`` untouched.
@@ -166,7 +169,8 @@ def write_student_copies(lessons: Sequence[Path], out: Path, *, force: bool = Fa
     folder = _check_output_dir(Path(out), lessons)
     copies = []
     for lesson in lessons:
-        student, count = student_notebook(nbformat.read(lesson, as_version=4), where=lesson.name)
+        student, count = student_notebook(nbformat.read(lesson, as_version=4), where=lesson.name,
+                                          language=language)
         nbformat.validate(student)
         copies.append((lesson.name, student, count))
     folder.mkdir(parents=True, exist_ok=True)
@@ -202,12 +206,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "exercise outputs are cleared, the rest is kept.")
     student.add_argument("--out", required=True, type=Path, help="output folder (outside notebooks/)")
     student.add_argument("--force", action="store_true", help="overwrite copies already in --out")
+    student.add_argument("--edition", choices=EDITIONS, default=None,
+                         help="a Chinese edition: lessons from notebooks/EDITION/, stubs in that language "
+                              "(default: the English lessons)")
     student.add_argument("lessons", nargs="*",
                          help="lesson paths, names or numbers such as 02 (default: notebooks/*.ipynb)")
     args = parser.parse_args(argv)
 
     try:
-        report = write_student_copies(resolve_lessons(args.lessons), args.out, force=args.force)
+        report = write_student_copies(resolve_lessons(args.lessons, edition=args.edition), args.out,
+                                      force=args.force, language=args.edition or "en")
     except (OSError, ValueError) as error:  # MarkupError is a ValueError
         print(f"error: {error}", file=sys.stderr)
         return 2

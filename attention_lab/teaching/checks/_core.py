@@ -9,6 +9,8 @@ from typing import Any, NoReturn, TypeVar
 
 import torch
 
+from ...i18n import Message, msg
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 Mistake = tuple[Callable[[torch.Tensor], bool], str]
@@ -23,26 +25,29 @@ class NotYet(AssertionError):
     the package (they would show the check's logic, and they are not where the learner's mistake is).
     """
 
-    def __init__(self, hint: object, *, generic: bool = False) -> None:
+    def __init__(self, hint: str | Message, *, generic: bool = False) -> None:
         self.hint = str(hint)
+        self.prefix = str(msg("Not yet:"))
         self.generic = generic  # the check's last resort, not a hint about one particular mistake
-        super().__init__(f"Not yet: {self.hint}")
+        self.space = "" if self.prefix.endswith("：") else " "  # no space after a full-width colon
+        super().__init__(f"{self.prefix}{self.space}{self.hint}")
 
     def _render_traceback_(self) -> list[str]:
-        return [f"\x1b[1;31mNot yet:\x1b[0m {self.hint}"]  # bold red, as IPython colours an error's name
+        # bold red, as IPython colours an error's name
+        return [f"\x1b[1;31m{self.prefix}\x1b[0m{self.space}{self.hint}"]
 
 
-def correct(message: object) -> None:
-    """Tell the learner the answer is right."""
-    print(f"Correct: {message}")
+def correct(message: str | Message) -> None:
+    """Tell the learner the answer is right (a ``Message`` is rendered in the current language)."""
+    print(msg("Correct: {message}", message=message))
 
 
-def hint(message: object) -> NoReturn:
+def hint(message: str | Message) -> NoReturn:
     """Reject the answer with a hint about the mistake it shows (raises :class:`NotYet`)."""
     raise NotYet(message) from None
 
 
-def fallback_hint(message: object) -> NoReturn:
+def fallback_hint(message: str | Message) -> NoReturn:
     """Reject an answer that matches none of the mistakes a check knows, with the check's general hint about the
     idea (raises :class:`NotYet` marked ``generic``, so the tests can count how often a learner gets only this)."""
     raise NotYet(message, generic=True) from None
@@ -53,14 +58,14 @@ def _describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}" + (f" ({text[:160]})" if text else "")
 
 
-def learner_name(fn: object) -> str:
+def learner_name(fn: object) -> Message:
     """How a hint names the learner's function: ``your layer_mult_adds`` for a ``def``, ``your function`` for a
     lambda or a callable object."""
     name = getattr(fn, "__name__", "")
-    return f"your {name}" if name.isidentifier() else "your function"
+    return msg("your {name}", name=name) if name.isidentifier() else msg("your function")
 
 
-def call_learner(fn: object, *args: Any, what: str | None = None, **kwargs: Any) -> Any:
+def call_learner(fn: object, *args: Any, what: str | Message | None = None, **kwargs: Any) -> Any:
     """Call the learner's function; an error raised inside it becomes a hint that names the error, not a traceback.
 
     ``what`` names the function in the hint; by default the learner's own name for it (:func:`learner_name`).
@@ -69,35 +74,42 @@ def call_learner(fn: object, *args: Any, what: str | None = None, **kwargs: Any)
     """
     what = learner_name(fn) if what is None else what
     if not callable(fn):
-        hint(f"{what} should be a function (a def or a lambda), got {type(fn).__name__}; pass the function "
-             f"itself, not the result of calling it")
+        hint(msg("{what} should be a function (a def or a lambda), got {type}; pass the function itself, not the "
+                 "result of calling it", what=what, type=type(fn).__name__))
     try:
         return fn(*args, **kwargs)
     except NotYet:
         raise
     except NotImplementedError:
-        hint(f"{what} still raises NotImplementedError: replace that line with your code")
+        hint(msg("{what} still raises NotImplementedError: replace that line with your code", what=what))
     except Exception as error:  # any error in the learner's code becomes a hint
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         others = [repr(a) for a in args if not isinstance(a, torch.Tensor)]
         others += [f"{name}={value!r}" for name, value in kwargs.items() if not isinstance(value, torch.Tensor)]
-        called_with = " and ".join(
-            ([f"inputs of shape {[tuple(a.shape) for a in tensors]}"] if tensors else [])
-            + ([f"the argument{'s' if len(others) > 1 else ''} {', '.join(others)}"] if others else [])
-        ) or "no arguments"
-        own_dtype = ("; the check passes its own float64 tensors: does your function use a tensor of the notebook "
-                     "instead of its arguments?"
-                     if "dtype" in str(error) and any(a.dtype == torch.float64 for a in tensors) else "")
-        hint(f"{what} raised {_describe_error(error)} when the check called it with {called_with}{own_dtype}; "
-             f"run it on such an input yourself and read the error")
+        shapes, listed = [tuple(a.shape) for a in tensors], ", ".join(others)
+        if tensors and others:
+            called_with = (msg("inputs of shape {shapes} and the argument {others}", shapes=shapes, others=listed)
+                           if len(others) == 1 else
+                           msg("inputs of shape {shapes} and the arguments {others}", shapes=shapes, others=listed))
+        elif tensors:
+            called_with = msg("inputs of shape {shapes}", shapes=shapes)
+        elif others:
+            called_with = (msg("the argument {others}", others=listed) if len(others) == 1 else
+                           msg("the arguments {others}", others=listed))
+        else:
+            called_with = msg("no arguments")
+        if "dtype" in str(error) and any(a.dtype == torch.float64 for a in tensors):
+            hint(msg("{what} raised {error} when the check called it with {called_with}; the check passes its own "
+                     "float64 tensors: does your function use a tensor of the notebook instead of its arguments?",
+                     what=what, error=_describe_error(error), called_with=called_with))
+        hint(msg("{what} raised {error} when the check called it with {called_with}; run it on such an input "
+                 "yourself and read the error", what=what, error=_describe_error(error), called_with=called_with))
 
 
-PLACEHOLDER_HINT = ("your answer is still empty: the answer cell above still holds the placeholder `...`; write "
-                    "your answer in its place, run that cell, then run this check again")
-
-
-NONE_HINT = ("your answer is None: a function that ends without a `return` line gives None, and so does a variable "
-             "assigned the result of such a function; return (or assign) the value itself")
+PLACEHOLDER_HINT = msg("your answer is still empty: the answer cell above still holds the placeholder `...`; write "
+                       "your answer in its place, run that cell, then run this check again")
+NONE_HINT = msg("your answer is None: a function that ends without a `return` line gives None, and so does a "
+                "variable assigned the result of such a function; return (or assign) the value itself")
 
 
 def is_placeholder(answer: object) -> bool:
@@ -119,13 +131,13 @@ def guard_errors(check: F) -> F:
         except NotYet:
             raise
         except Exception as error:  # a learner's answer can fail in any way
-            fallback_hint(f"your answer could not be checked: working with it raised {_describe_error(error)}; "
-                          f"check its type and shape against what the exercise asks for")
+            fallback_hint(msg("your answer could not be checked: working with it raised {error}; check its type and "
+                              "shape against what the exercise asks for", error=_describe_error(error)))
 
     return guarded  # type: ignore[return-value]
 
 
-def as_tensor(answer: object, what: str) -> torch.Tensor:
+def as_tensor(answer: object, what: str | Message) -> torch.Tensor:
     """Accept a tensor, or anything ``torch.tensor`` understands (list, number, numpy array)."""
     if is_placeholder(answer):
         hint(PLACEHOLDER_HINT)
@@ -136,7 +148,8 @@ def as_tensor(answer: object, what: str) -> torch.Tensor:
     try:
         return torch.tensor(answer)
     except (TypeError, ValueError, RuntimeError):
-        hint(f"{what} should be a tensor (or a list of numbers), got {type(answer).__name__}")
+        hint(msg("{what} should be a tensor (or a list of numbers), got {type}", what=what,
+                 type=type(answer).__name__))
 
 
 def drop_unit_axes(got: torch.Tensor, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
@@ -147,25 +160,26 @@ def drop_unit_axes(got: torch.Tensor, shape: torch.Size | tuple[int, ...]) -> to
     return got
 
 
-def whole_number(answer: object, what: str) -> int:
+def whole_number(answer: object, what: str | Message) -> int:
     """An integer answer given as an int, a whole float, a numpy or a 0-d tensor; a fraction, a string or a bool
     gets a hint (``int()`` would truncate 4.6 to 4)."""
     if isinstance(answer, torch.Tensor):
         if answer.numel() != 1:
-            hint(f"{what} should be one number, got a tensor of shape {tuple(answer.shape)}")
+            hint(msg("{what} should be one number, got a tensor of shape {shape}", what=what,
+                     shape=tuple(answer.shape)))
         answer = answer.item()
     if is_placeholder(answer):
         hint(PLACEHOLDER_HINT)
     if answer is None:
         hint(NONE_HINT)
     if isinstance(answer, (str, bytes, bool)):
-        hint(f"{what} should be a whole number, got {answer!r}")
+        hint(msg("{what} should be a whole number, got {answer}", what=what, answer=repr(answer)))
     try:
         value = float(answer)  # numpy scalars, fractions, decimals
     except (TypeError, ValueError):
-        hint(f"{what} should be a whole number, got {type(answer).__name__}")
+        hint(msg("{what} should be a whole number, got {answer}", what=what, answer=type(answer).__name__))
     if not math.isfinite(value) or value != int(value):
-        hint(f"{what} should be a whole number, got {value}")
+        hint(msg("{what} should be a whole number, got {answer}", what=what, answer=value))
     return int(value)
 
 
@@ -178,13 +192,13 @@ def check_tensor_answer(
     answer: object,
     expected: torch.Tensor,
     *,
-    what: str,
-    mistakes: Iterable[tuple[torch.Tensor, str]] = (),
-    shape_hint: str | None = None,
+    what: str | Message,
+    mistakes: Iterable[tuple[torch.Tensor, str | Message]] = (),
+    shape_hint: str | Message | None = None,
     atol: float = 1e-4,
     rtol: float = 1e-4,
     unit_axes_ok: bool = False,
-    success: str,
+    success: str | Message,
 ) -> None:
     """Compare an answer with the expected tensor; a known wrong result gets its own hint.
 
@@ -204,11 +218,12 @@ def check_tensor_answer(
         for wrong, message in mistakes:
             if close(got, wrong.detach().to("cpu").double(), atol=atol, rtol=rtol):
                 hint(message)
-        hint(shape_hint or f"{what} should have shape {tuple(expected.shape)}, yours has {tuple(got.shape)}")
+        hint(shape_hint or msg("{what} should have shape {expected}, yours has {shape}", what=what,
+                               expected=tuple(expected.shape), shape=tuple(got.shape)))
     if close(got, expected, atol=atol, rtol=rtol):
         correct(success)
         return
     for wrong, message in mistakes:
         if close(got, wrong.detach().to("cpu").double(), atol=atol, rtol=rtol):
             hint(message)
-    fallback_hint(f"right shape but not the right values in {what}; recompute it step by step")
+    fallback_hint(msg("right shape but not the right values in {what}; recompute it step by step", what=what))

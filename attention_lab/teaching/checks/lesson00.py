@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
+from ...i18n import msg
 from ._core import as_tensor, check_tensor_answer, correct, guard_errors, hint, whole_number
 
 
@@ -17,94 +18,100 @@ def weights_shape(answer: object, n_queries: int | None = None, n_keys: int | No
     n_queries = n_tokens if n_queries is None else n_queries
     n_keys = n_queries if n_keys is None else n_keys
     if isinstance(answer, (int, float)) and not isinstance(answer, bool) and answer == n_queries * n_keys:
-        hint("that is the number of weights; the shape says how they are laid out: rows and columns")
+        hint(msg("that is the number of weights; the shape says how they are laid out: rows and columns"))
     if isinstance(answer, (str, bytes)) or not hasattr(answer, "__len__"):
-        hint("write the shape as a tuple of integers, like (rows, columns)")
-    shape = tuple(whole_number(x, "each entry of the shape") for x in answer)  # 7.5 must not pass as 7
+        hint(msg("write the shape as a tuple of integers, like (rows, columns)"))
+    shape = tuple(whole_number(x, msg("each entry of the shape")) for x in answer)  # 7.5 must not pass as 7
     if shape == (n_queries, n_keys):
-        correct(f"one row per query and one column per key: {n_queries} x {n_keys} = {n_queries * n_keys} weights")
+        correct(msg("one row per query and one column per key: {n_queries} x {n_keys} = {n_weights} weights",
+                    n_queries=n_queries, n_keys=n_keys, n_weights=n_queries * n_keys))
         return
     if shape in ((n_queries,), (n_keys,), (n_queries * n_keys,)):
-        hint("the weights form a matrix: one row per query token, one column per key token")
+        hint(msg("the weights form a matrix: one row per query token, one column per key token"))
     if n_queries != n_keys and shape == (n_keys, n_queries):
-        hint("rows and columns are swapped: a row belongs to a query, and it holds one weight per key")
+        hint(msg("rows and columns are swapped: a row belongs to a query, and it holds one weight per key"))
     if n_queries != n_keys and shape in ((n_queries, n_queries), (n_keys, n_keys)):
-        hint("here the queries and the keys are different tokens, and there are not as many of one as of the "
-             "other")
-    hint("each query token gets one row, and each row holds one weight for every key token")
+        hint(msg("here the queries and the keys are different tokens, and there are not as many of one as of "
+                 "the other"))
+    hint(msg("each query token gets one row, and each row holds one weight for every key token"))
 
 
 def _token_index(answer: object, tokens: Sequence[str], weights: torch.Tensor) -> set[int]:
     """The positions an answer names: a token (every position holding it) or an index (a whole number)."""
     if isinstance(answer, str):
         if answer not in tokens:
-            hint(f"{answer!r} is not one of the tokens {list(tokens)}")
+            hint(msg("{answer!r} is not one of the tokens {tokens}", answer=answer, tokens=list(tokens)))
         return {i for i, t in enumerate(tokens) if t == answer}
     if isinstance(answer, float) or (isinstance(answer, torch.Tensor) and answer.is_floating_point()
                                      and answer.numel() == 1):
         if bool(((weights - float(answer)).abs() < 5e-3).any()) and float(answer) != int(float(answer)):
-            hint("that is a weight from the matrix; the question asks which token, so answer with the token or "
-                 "its index")
-    index = whole_number(answer, "your answer (a token or its index)")
+            hint(msg("that is a weight from the matrix; the question asks which token, so answer with the token "
+                     "or its index"))
+    index = whole_number(answer, msg("your answer (a token or its index)"))
     if not 0 <= index < len(tokens):
-        hint(f"an index counts tokens from 0 to {len(tokens) - 1}, got {index}")
+        hint(msg("an index counts tokens from 0 to {last}, got {index}", last=len(tokens) - 1, index=index))
     return {index}
 
 
 @guard_errors
 def most_attended(answer: object, weights: torch.Tensor, query: int, tokens: Sequence[str]) -> None:
     """The key that query ``query`` gives its largest weight (a token string or its index): read along a row."""
-    weights = as_tensor(weights, "the weights")
+    weights = as_tensor(weights, msg("the weights"))
     best, by_column = int(weights[query].argmax()), int(weights[:, query].argmax())
     named = _token_index(answer, tokens, weights)
     if best in named:
-        correct(f"row {query} ({tokens[query]!r}) puts its largest weight, {float(weights[query, best]):.2f}, "
-                f"on {tokens[best]!r}")
+        correct(msg("row {query} ({token!r}) puts its largest weight, {weight:.2f}, on {best!r}",
+                    query=query, token=tokens[query], weight=float(weights[query, best]), best=tokens[best]))
         return
     if query in named:  # the token itself; the column's answer may be the same token, but that is a coincidence
-        hint(f"that is {tokens[query]!r} itself; along its row another key gets a larger weight")
+        hint(msg("that is {token!r} itself; along its row another key gets a larger weight", token=tokens[query]))
     if by_column in named:  # only reached when the column's answer differs from the row's
-        hint(f"row i lists what query i attends to; you read column {query}, which shows who attends to "
-             f"{tokens[query]!r}")
-    hint(f"look along row {query} of the matrix and find its brightest cell")
+        hint(msg("row i lists what query i attends to; you read column {query}, which shows who attends to "
+                 "{token!r}", query=query, token=tokens[query]))
+    hint(msg("look along row {query} of the matrix and find its brightest cell", query=query))
 
 
 @guard_errors
 def attends_most_to(answer: object, weights: torch.Tensor, key: int, tokens: Sequence[str]) -> None:
     """Exercise 2: the query that gives key ``key`` its largest weight (a token string or its index): read down
     a column."""
-    weights = as_tensor(weights, "the weights")
+    weights = as_tensor(weights, msg("the weights"))
     best, by_row = int(weights[:, key].argmax()), int(weights[key].argmax())
     named = _token_index(answer, tokens, weights)
     if best in named:
-        correct(f"column {key} ({tokens[key]!r}) is brightest in row {best}: {tokens[best]!r} gives "
-                f"{tokens[key]!r} a weight of {float(weights[best, key]):.2f}")
+        correct(msg("column {key} ({token!r}) is brightest in row {best}: {best_token!r} gives {token!r} a "
+                    "weight of {weight:.2f}", key=key, token=tokens[key], best=best, best_token=tokens[best],
+                    weight=float(weights[best, key])))
         return
     if key in named:  # the token itself; its own row may point at it too, but that is a coincidence
-        hint(f"that is {tokens[key]!r} itself; down its column another query gives it a larger weight")
+        hint(msg("that is {token!r} itself; down its column another query gives it a larger weight",
+                 token=tokens[key]))
     if by_row in named:  # only reached when the row's answer differs from the column's
-        hint(f"that is what {tokens[key]!r} itself attends to (its row); the question is which token attends "
-             f"to {tokens[key]!r}, so read the column of that key")
-    hint(f"the weights that the queries give {tokens[key]!r} all lie in one column: find the brightest cell there")
+        hint(msg("that is what {token!r} itself attends to (its row); the question is which token attends to "
+                 "{token!r}, so read the column of that key", token=tokens[key]))
+    hint(msg("the weights that the queries give {token!r} all lie in one column: find the brightest cell there",
+             token=tokens[key]))
 
 
 @guard_errors
 def attention_received(answer: object, weights: torch.Tensor) -> None:
     """Exercise 3: how much attention each key receives in total, from all the queries (one number per key)."""
-    weights = as_tensor(weights, "the weights")
+    weights = as_tensor(weights, msg("the weights"))
     received = weights.sum(dim=-2)  # (j,)
     check_tensor_answer(
         answer,
         received,
-        what="your totals",
-        mistakes=[(weights.sum(dim=-1), "those are the totals each query hands out (every row sums to 1); the "
-                                        "question is what each key receives from all the queries together"),
-                  (weights.mean(dim=-2), "that is an average over the queries; the question asks for the total"),
-                  (weights.sum(), "that is one number for the whole matrix; keep one total per key")],
-        shape_hint="one total per key token: a vector with one entry per column",
+        what=msg("your totals"),
+        mistakes=[(weights.sum(dim=-1), msg("those are the totals each query hands out (every row sums to 1); "
+                                            "the question is what each key receives from all the queries "
+                                            "together")),
+                  (weights.mean(dim=-2), msg("that is an average over the queries; the question asks for the "
+                                             "total")),
+                  (weights.sum(), msg("that is one number for the whole matrix; keep one total per key"))],
+        shape_hint=msg("one total per key token: a vector with one entry per column"),
         unit_axes_ok=True,
-        success=(f"each query hands out exactly 1, but the keys receive from {float(received.min()):.2f} to "
-                 f"{float(received.max()):.2f}: attention is shared out unevenly"
+        success=(msg("each query hands out exactly 1, but the keys receive from {low:.2f} to {high:.2f}: "
+                     "attention is shared out unevenly", low=float(received.min()), high=float(received.max()))
                  if float(received.max() - received.min()) > 0.01 else
-                 "each query hands out exactly 1, and here every key happens to receive 1 as well"),
+                 msg("each query hands out exactly 1, and here every key happens to receive 1 as well")),
     )
