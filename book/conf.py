@@ -21,6 +21,7 @@ nb_merge_streams = True
 # $...$ and $$...$$ are math in JupyterLab's markdown, so they are here
 myst_enable_extensions = ["dollarmath"]
 myst_heading_anchors = 4  # GitHub's anchors for headings (the README links to its own sections)
+smartquotes = False  # the text as the notebook has it: alpha'_{i,j} keeps its prime, code its quotes
 myst_url_schemes = ["http", "https", "mailto", "repo"]  # repo: links into the repository (book/sphinx_ext.py)
 
 # MathJax from the site itself (book/sphinx_ext.py copies it into _static/mathjax), not from a CDN
