@@ -5,7 +5,8 @@ and MathJax served from the site itself.
   heading's section, up to the next heading of its level or above, into a ``<details>`` toggle; the heading and its
   first paragraph stay visible, as in JupyterLab.
 - ``repo:<path>`` links become links to the repository: ``book_repo_url`` + path when that is set (a published
-  book), else a relative path from the built page into this checkout; a path that does not exist is a warning.
+  book), else a relative path from the built page into this checkout (a file: URL where no relative path leads
+  there: another drive on Windows); a path that does not exist is a warning.
 - Every page gets ``book_editions`` (each edition's name and the URL of this page in it) for the language switch.
 - MathJax 3 comes from the sphinx-mathjax-offline wheel and is copied into ``_static/mathjax``: no CDN.
 """
@@ -96,7 +97,10 @@ class RepositoryLinks(SphinxPostTransform):
             if config.book_repo_url:
                 new = f"{config.book_repo_url.rstrip('/')}/{path}"
             else:
-                new = Path(os.path.relpath(target, page.parent)).as_posix()
+                try:
+                    new = Path(os.path.relpath(target, page.parent)).as_posix()
+                except ValueError:  # Windows: the build on another drive than the checkout
+                    new = target.resolve().as_uri()
             ref["refuri"] = new + (f"#{fragment}" if fragment else "")
 
 
