@@ -93,8 +93,12 @@ def sphinx_arguments(edition: Edition, source: Path, html: Path, doctrees: Path,
 
 
 def front_page(editions: list[Edition]) -> str:
-    items = "\n".join(f'  <li><a href="{e.tag}/index.html" lang="{e.tag}" hreflang="{e.tag}">{escape(e.name)}</a>'
-                      f' <span lang="{e.tag}">{escape(e.words["book_title"])}</span></li>' for e in editions)
+    items = []
+    for e in editions:
+        tagline = e.words["tagline"].format(count=len(e.lessons))
+        items.append(f'  <li lang="{e.tag}"><a href="{e.tag}/index.html" hreflang="{e.tag}">{escape(e.name)}: '
+                     f'{escape(e.words["book_title"])}</a>\n    <p>{escape(tagline)}</p></li>')
+    items = "\n".join(items)
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -102,7 +106,8 @@ def front_page(editions: list[Edition]) -> str:
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>attention-lab</title>
 <style>body {{ font-family: system-ui, sans-serif; max-width: 40rem; margin: 3rem auto; padding: 0 1rem; }}
-li {{ margin: 0.5rem 0; }} a {{ font-weight: 600; }}</style>
+ul {{ list-style: none; padding: 0; }} li {{ margin: 1.5rem 0; }} a {{ font-weight: 600; font-size: 1.15rem; }}
+p {{ margin: 0.3rem 0; color: #444; }}</style>
 </head>
 <body>
 <h1>attention-lab</h1>

@@ -25,6 +25,8 @@ WORDS: dict[str, dict[str, str]] = {
     "en": {
         "name": "English",
         "book_title": "attention-lab: self-attention, built by hand",
+        "tagline": "{count} Jupyter lessons that build self-attention by hand, from the dot product to "
+                   "block-sparse attention, and check every step against PyTorch: executed, as a web book.",
         "route": "The route",
         "route_intro": "{count} lessons, one page each. Start with lesson 00; each lesson names the ones it builds on.",
         "reference": "Reference",
@@ -59,6 +61,8 @@ WORDS: dict[str, dict[str, str]] = {
     "zh-CN": {
         "name": "简体中文",
         "book_title": "attention-lab：亲手构建自注意力",
+        "tagline": "{count} 课 Jupyter 课程，从点积到块稀疏注意力，亲手构建自注意力，并把每一步与 PyTorch 核对："
+                   "已执行的课程，做成网页书。",
         "route": "学习路线",
         "route_intro": "共 {count} 课，每课一页。从第 00 课开始；每课都写明它以哪几课为基础。",
         "reference": "参考",
@@ -92,6 +96,8 @@ WORDS: dict[str, dict[str, str]] = {
     "zh-TW": {
         "name": "繁體中文",
         "book_title": "attention-lab：親手建構自注意力",
+        "tagline": "{count} 課 Jupyter 課程，從點積到區塊稀疏注意力，親手建構自注意力，並把每一步與 PyTorch 核對："
+                   "已執行的課程，做成網頁書。",
         "route": "學習路線",
         "route_intro": "共 {count} 課，每課一頁。從第 00 課開始；每課都寫明它以哪幾課為基礎。",
         "reference": "參考",
