@@ -12,6 +12,7 @@ import functools
 import http.server
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,6 +71,9 @@ def tab(chromium, server):
     tab.page.on("response", lambda r: tab.failures.append(f"{r.url} ({r.status})") if r.status >= 400 else None)
     yield tab
     tab.page.close()
+    # the browser session's summary (tests/browser/conftest.py) times the session up to its last test: this one,
+    # when no lesson test ran after it in this worker
+    ld.REPORT.finished = time.monotonic()
 
 
 def _figures_drawn(page) -> list[str]:
