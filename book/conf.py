@@ -28,6 +28,9 @@ myst_url_schemes = ["http", "https", "mailto", "repo"]  # repo: links into the r
 mathjax_path = "mathjax/tex-chtml.js"
 
 html_theme = "sphinx_book_theme"
+# Nothing in these options asks another host for anything: no launch buttons (Binder, Colab and Thebe would run
+# the lessons elsewhere), no analytics, no announcement or version switcher fetched from a URL (book/check_site.py
+# and the browser test check every page).
 html_theme_options = {
     "home_page_in_toc": True,
     # the staged copy of a lesson is not the committed notebook: each lesson page links the committed one
