@@ -41,7 +41,11 @@ def site(tmp_path_factory):
     notebooks = repo / "notebooks"
     notebooks.mkdir()
     shutil.copy(ROOT / "notebooks" / "00_start_here.ipynb", notebooks / "00_first.ipynb")
-    shutil.copy(ROOT / "notebooks" / "02_scaled_dot_product_attention.ipynb", notebooks / "01_second.ipynb")
+    # a small English-only lesson (the switch falls back to the landing page), with lesson 00's kernel and language
+    second = nbformat.v4.new_notebook(metadata=nbformat.read(notebooks / "00_first.ipynb", as_version=4).metadata)
+    second.cells = [nbformat.v4.new_markdown_cell("# 01 · A second lesson\n\nOnly in English."),
+                    nbformat.v4.new_code_cell("x = 1")]
+    nbformat.write(second, notebooks / "01_second.ipynb")
     _translated_copy(ROOT / "notebooks" / "00_start_here.ipynb", notebooks / "zh-CN" / "00_first.ipynb",
                      "00 · 从这里开始")
     (repo / "docs").mkdir()
@@ -73,7 +77,7 @@ def test_each_edition_is_its_own_section_with_its_own_lessons(site):
     assert {a["href"] for a in en.select("article table a")} == {"lessons/00_first.html", "lessons/01_second.html"}
     assert {a["href"] for a in zh.select("article table a")} == {"lessons/00_first.html"}
     sidebar = [a.get_text(strip=True) for a in zh.select("nav.bd-links a")]
-    assert "00 · 从这里开始" in sidebar and not any("Scaled" in text for text in sidebar), sidebar
+    assert "00 · 从这里开始" in sidebar and not any("second lesson" in text for text in sidebar), sidebar
     assert WORDS["zh-CN"]["route"] in zh.get_text() and WORDS["zh-CN"]["name"] in zh.get_text()
     assert not (site.html / "zh-CN" / "lessons" / "01_second.html").exists()
     front = _soup(site, "index.html")
