@@ -16,7 +16,10 @@ PARALLEL := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 # more pytest options, e.g. make test PYTEST_ARGS='-m "not browser" --durations=20'
 PYTEST_ARGS ?=
 
-.PHONY: lab student test notebooks editions clean-venv
+# The web book (book/build.py): every edition of the executed lessons as HTML in build/book/html, checked.
+BOOK := $(BIN)/python -m book.build --out build/book
+
+.PHONY: lab student test book notebooks editions clean-venv
 
 $(VENV)/.requirements.stamp: requirements.txt pyproject.toml tools/install_env.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -51,9 +54,15 @@ student: $(VENV)/.requirements.stamp
 	if [ -n "$$missing" ]; then $(BIN)/python -m attention_lab.teaching.classroom student $(EDITION_OPTION)--out $(STUDENT_DIR)/ $$missing; \
 	else echo "$(STUDENT_DIR)/ has a copy of every lesson (yours: never overwritten)"; fi
 
+# The book is built before pytest (warnings are errors); tests/test_book_*.py and tests/browser check that build.
 test: $(VENV)/.dev.stamp
 	$(BIN)/ruff check .
+	$(BOOK)
 	$(BIN)/python -m pytest $(NBVAL) $(PARALLEL) $(PYTEST_ARGS) tests notebooks
+
+# Read the lessons on the web: build/book/html/index.html (README "The web book"). It never executes a lesson.
+book: $(VENV)/.dev.stamp
+	$(BOOK)
 
 # Maintainers: re-execute lessons in place (all, or NB="notebooks/02_*.ipynb") after changing them.
 notebooks: $(VENV)/.dev.stamp
