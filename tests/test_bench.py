@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attention_lab import bench
+from attention_lab.measure import bench
 from attention_lab.measure.bench import (
     BenchRow,
     Timing,

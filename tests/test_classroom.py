@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import copy
 import runpy
+import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from attention_lab import classroom
+from attention_lab.teaching import classroom
 from attention_lab.teaching.classroom import BEGIN_SOLUTION, END_SOLUTION, MarkupError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,7 +163,8 @@ def test_student_notebook_clears_exercise_outputs_keeps_the_rest_and_cleans_meta
     ("from attention_lab.teaching.checks import lesson05", "lesson05.heads(x)", True),
     ("from attention_lab.teaching.checks.lesson01 import (\n    scores_for_query,\n    softmax_weights as sw,\n)",
      "sw(a, q, k, i=0)", True),
-    ("import attention_lab as al", "al.checks.lesson03.layer(m)", True),
+    ("import attention_lab.teaching.checks.lesson03", "attention_lab.teaching.checks.lesson03.layer(m)", True),
+    ("from attention_lab.teaching import checks", "checks.lesson03.layer(m)", True),
     ("import attention_lab as al", "al.scaled_dot_product_attention(q, k, v)", False),
 ])
 def test_check_calls_are_found_under_the_names_a_lesson_imports(imports, call, found):
@@ -366,6 +368,15 @@ def test_module_entry_point_defaults_to_every_lesson(tmp_path, monkeypatch, caps
     assert f"{len(lessons)} written, 0 skipped" in capsys.readouterr().out
     assert classroom.resolve_lessons([LESSONS[0].stem[:2]]) == [LESSONS[0].resolve()]
     assert classroom.resolve_lessons([LESSONS[0].name]) == [LESSONS[0].resolve()]
+
+
+def test_the_command_line_runs_as_the_docs_show_it():
+    """`python -m attention_lab.teaching.classroom --help` in a fresh interpreter (the module path of the docs)."""
+    done = subprocess.run([sys.executable, "-m", "attention_lab.teaching.classroom", "--help"], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: python -m attention_lab.teaching.classroom") and "student" in done.stdout
+    assert done.stderr == ""
 
 
 def test_lessons_are_found_in_the_checkout_from_any_folder(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ from _tolerances import TOL
 from torch import nn
 
 import attention_lab as al
-from attention_lab import masks as M
+from attention_lab.core import masks as M
 
 F64 = TOL[torch.float64]
 F32 = TOL[torch.float32]

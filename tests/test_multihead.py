@@ -9,7 +9,7 @@ from torch import nn
 
 import attention_lab as al
 from attention_lab import MultiHeadAttention, reference
-from attention_lab import masks as M
+from attention_lab.core import masks as M
 
 F32 = TOL[torch.float32]
 F64 = TOL[torch.float64]

@@ -3,6 +3,8 @@ lazy import inside a function counts too: only plotting imports matplotlib, and 
 
 import ast
 import functools
+import importlib
+import sys
 from pathlib import Path
 
 import pytest
@@ -93,3 +95,12 @@ def test_the_import_reader_resolves_relative_imports():
     assert "attention_lab.core.functional" in names and "attention_lab.measure.memory" in names
     source = PACKAGE / "plotting" / "_cost.py"
     assert "attention_lab.measure.bench" in imported_modules(source)  # imported inside a function there
+
+
+@pytest.mark.parametrize("short", ["model", "training", "classroom", "checks", "memory", "bench", "masks"])
+def test_every_module_has_one_import_path(short):
+    # the folder path is the only one: no alias finder, no lazy module attributes on the package
+    assert not any(type(finder).__module__.startswith("attention_lab") for finder in sys.meta_path)
+    with pytest.raises(ModuleNotFoundError, match=f"No module named 'attention_lab.{short}'"):
+        importlib.import_module(f"attention_lab.{short}")
+    assert not hasattr(attention_lab, short)

@@ -3,7 +3,8 @@
 Every task draws a batch with ``task.sample(batch_size, generator=g)`` and returns ``(tokens, targets)``: ``tokens``
 is what the model reads, ``targets`` what it must write at each position, with ``IGNORE_INDEX`` (-100, the default
 ``ignore_index`` of ``F.cross_entropy``) where nothing is scored. One model output per input position keeps every
-task in the same shape, so the same encoder-style :class:`~attention_lab.model.TinyTransformer` learns any of them.
+task in the same shape, so the same encoder-style :class:`~attention_lab.models.transformer.TinyTransformer` learns
+any of them.
 
 =====================  ================================================  =============================
 task                   target at position ``t``                          what attention must do

@@ -63,11 +63,11 @@ __all__ = [
 # How lessons import their checks: `from attention_lab.teaching.checks import lesson00 as check`, `import
 # attention_lab.teaching.checks.lesson02 as ex`, `from attention_lab.teaching.checks.lesson01 import scores_for_query`.
 _CHECK_MODULE_IMPORT = re.compile(
-    r"from\s+attention_lab(?:\.teaching)?(?:\.checks)?\s+import\s+(?:\((?P<paren>[^)]*)\)|(?P<names>[\w \t,]+))"
-    r"|import\s+attention_lab(?:\.teaching)?\.checks(?:\.\w+)?\s+as\s+(?P<alias>\w+)"
+    r"from\s+attention_lab\.teaching(?:\.checks)?\s+import\s+(?:\((?P<paren>[^)]*)\)|(?P<names>[\w \t,]+))"
+    r"|import\s+attention_lab\.teaching\.checks(?:\.\w+)?\s+as\s+(?P<alias>\w+)"
 )
 _CHECK_FUNCTION_IMPORT = re.compile(
-    r"from\s+attention_lab(?:\.teaching)?\.checks\.\w+\s+import\s+(?:\((?P<paren>[^)]*)\)|(?P<names>[\w \t,]+))"
+    r"from\s+attention_lab\.teaching\.checks\.\w+\s+import\s+(?:\((?P<paren>[^)]*)\)|(?P<names>[\w \t,]+))"
 )
 _KEPT_CELL_METADATA = ("tags", "nbgrader", "editable", "deletable", "jupyter", "slideshow", "collapsed",
                        "jp-MarkdownHeadingCollapsed")  # a deep dive stays folded in the copy
@@ -90,7 +90,7 @@ def _clean_cell_metadata(cell: nbformat.NotebookNode) -> None:
 
 def check_call_pattern(nb: nbformat.NotebookNode) -> re.Pattern[str]:
     """A pattern matching a call to an exercise check, under the names this notebook imports checks as."""
-    modules = {"checks"}  # `al.checks.lesson02.fn(...)`, `checks.lesson02.fn(...)`
+    modules = {"checks"}  # `attention_lab.teaching.checks.lesson02.fn(...)`, `checks.lesson02.fn(...)`
     functions: set[str] = set()
     for cell in nb.cells:
         if cell.cell_type != "code":
