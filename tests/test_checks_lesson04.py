@@ -147,16 +147,6 @@ def test_left_padded_decoder_accepts_masking_the_padded_queries_too(capsys):
     accepts(capsys, lesson04.left_padded_decoder, causal & keys & keys.transpose(-2, -1), LENGTHS, N)
 
 
-def test_causal_and_padding_right_padded_counterpart(capsys):
-    causal, keys = al.causal_mask(N), al.as_key_mask(al.padding_mask(LENGTHS, N))
-    accepts(capsys, lesson04.causal_and_padding, causal & keys, LENGTHS, N)
-    rejects(lesson04.causal_and_padding, ~causal & keys, LENGTHS, N, hint="causal part is flipped")
-    left = al.as_key_mask(torch.arange(N)[None, :] >= N - torch.tensor(LENGTHS)[:, None])
-    rejects(lesson04.causal_and_padding, causal & left, LENGTHS, N, hint="padding is on the other side")
-    rejects(lesson04.causal_and_padding, causal & keys & keys.transpose(-2, -1), LENGTHS, N,
-            hint="padding removes keys, not queries")
-
-
 # ---- slips found by trying answers a learner would write ----
 
 def test_lower_right_causal_fixed_shift_and_missing_return_get_their_own_hints():
