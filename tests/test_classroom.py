@@ -11,8 +11,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attention_lab.teaching import classroom
-from attention_lab.teaching.classroom import BEGIN_SOLUTION, END_SOLUTION, MarkupError
+from attention_lab.teaching import classroom, solution_markup
+from attention_lab.teaching.lesson_files import resolve_lessons
+from attention_lab.teaching.solution_markup import BEGIN_SOLUTION, END_SOLUTION, MarkupError
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -95,13 +96,13 @@ def _write(nb: nbformat.NotebookNode, path: Path) -> Path:
 
 def test_stub_replaces_region_keeps_indentation_and_surrounding_code():
     source = f"w = ...\nif True:\n    {BEGIN_SOLUTION}\n    w = 1\n    {END_SOLUTION}\nprint(w)"
-    new, count = classroom.strip_solutions(source)
+    new, count = solution_markup.strip_solutions(source)
     assert count == 1
     assert new.split("\n") == [
         "w = ...",
         "if True:",
         "    # YOUR CODE HERE",
-        f"    {classroom.CODE_STUB[1]}",
+        f"    {solution_markup.CODE_STUB[1]}",
         "print(w)",
     ]
     compile(new, "<stub>", "exec")
@@ -109,16 +110,16 @@ def test_stub_replaces_region_keeps_indentation_and_surrounding_code():
 
 def test_several_regions_in_one_cell_and_markdown_stub():
     source = f"{BEGIN_SOLUTION}\na = 1\n{END_SOLUTION}\nb = 2\n{BEGIN_SOLUTION}\nc = 3\n{END_SOLUTION}"
-    new, count = classroom.strip_solutions(source)
+    new, count = solution_markup.strip_solutions(source)
     assert count == 2 and "a = 1" not in new and "c = 3" not in new and "b = 2" in new
     prose = f"Why?\n{BEGIN_SOLUTION}\nBecause.\n{END_SOLUTION}"
-    text, count = classroom.strip_solutions(prose, markdown=True)
+    text, count = solution_markup.strip_solutions(prose, markdown=True)
     assert (text, count) == ("Why?\nYOUR ANSWER HERE", 1)
 
 
 def test_a_cell_without_regions_is_unchanged():
     source = "x = 1  # mentions ### BEGIN SOLUTION mid-line\nprint(x)"
-    assert classroom.strip_solutions(source) == (source, 0)
+    assert solution_markup.strip_solutions(source) == (source, 0)
 
 
 @pytest.mark.parametrize(("source", "message"), [
@@ -131,7 +132,7 @@ def test_a_cell_without_regions_is_unchanged():
 ])
 def test_broken_markup_is_refused_rather_than_leaked(source, message):
     with pytest.raises(MarkupError, match=message):
-        classroom.strip_solutions(source, where="lesson.ipynb, cell 3")
+        solution_markup.strip_solutions(source, where="lesson.ipynb, cell 3")
 
 
 # --- a whole notebook ------------------------------------------------------------------------------
@@ -199,7 +200,7 @@ def test_lesson_markup_follows_the_convention(lesson):
     check_call = classroom.check_call_pattern(nb)
     assert answers, f"{lesson.name}: no '{BEGIN_SOLUTION}' answer cell"
     for index, cell in enumerate(nb.cells):
-        classroom.solution_regions(cell.source, where=lesson.name)  # balanced, correctly spelt
+        solution_markup.solution_regions(cell.source, where=lesson.name)  # balanced, correctly spelt
         # nbgrader takes ANY line containing "BEGIN SOLUTION" for a delimiter (substring match), so prose
         # or comments that quote the delimiters break `nbgrader generate_assignment`.
         for line in cell.source.split("\n"):
@@ -366,8 +367,8 @@ def test_module_entry_point_defaults_to_every_lesson(tmp_path, monkeypatch, caps
     lessons = sorted(NOTEBOOKS.glob("*.ipynb"))  # again: lessons may have landed since collection
     assert sorted(p.name for p in out.iterdir()) == [p.name for p in lessons]
     assert f"{len(lessons)} written, 0 skipped" in capsys.readouterr().out
-    assert classroom.resolve_lessons([LESSONS[0].stem[:2]]) == [LESSONS[0].resolve()]
-    assert classroom.resolve_lessons([LESSONS[0].name]) == [LESSONS[0].resolve()]
+    assert resolve_lessons([LESSONS[0].stem[:2]]) == [LESSONS[0].resolve()]
+    assert resolve_lessons([LESSONS[0].name]) == [LESSONS[0].resolve()]
 
 
 def test_the_command_line_runs_as_the_docs_show_it():
@@ -382,7 +383,7 @@ def test_the_command_line_runs_as_the_docs_show_it():
 def test_lessons_are_found_in_the_checkout_from_any_folder(tmp_path, monkeypatch):
     """Run from a folder without notebooks/ (a teacher's own), the lessons of this checkout are still found."""
     monkeypatch.chdir(tmp_path)
-    assert classroom.resolve_lessons([LESSONS[0].stem[:2]]) == [LESSONS[0].resolve()]
+    assert resolve_lessons([LESSONS[0].stem[:2]]) == [LESSONS[0].resolve()]
 
 
 # --- nbgrader, when a teacher has it --------------------------------------------------------------

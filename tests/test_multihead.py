@@ -9,6 +9,7 @@ from torch import nn
 
 import attention_lab as al
 from attention_lab import MultiHeadAttention, reference
+from attention_lab.core import mask_conventions as C
 from attention_lab.core import masks as M
 
 F32 = TOL[torch.float32]
@@ -97,17 +98,17 @@ def test_masks_match_nn_multiheadattention(kind, need_weights, batch_first):
     torch_kwargs = {}
     if kind == "causal":
         mask = M.causal_mask(i, j)  # (i, j)
-        torch_kwargs["attn_mask"] = M.to_torch_attn_mask(mask)
+        torch_kwargs["attn_mask"] = C.to_torch_attn_mask(mask)
     elif kind == "padding":
         keys = M.padding_mask([7, 3])  # (b, j)
         mask = M.as_key_mask(keys)  # (b, 1, 1, j)
-        torch_kwargs["key_padding_mask"] = M.to_torch_padding_mask(keys)
+        torch_kwargs["key_padding_mask"] = C.to_torch_padding_mask(keys)
     elif kind == "per_head":
         mask = _random_mask((b, h, i, j))
-        torch_kwargs["attn_mask"] = M.to_torch_attn_mask(mask, num_heads=h)
+        torch_kwargs["attn_mask"] = C.to_torch_attn_mask(mask, num_heads=h)
     else:
         mask = _random_mask((b, 1, i, j))
-        torch_kwargs["attn_mask"] = M.to_torch_attn_mask(mask, num_heads=h)
+        torch_kwargs["attn_mask"] = C.to_torch_attn_mask(mask, num_heads=h)
     out, weights = ours(query, kv, mask=mask, need_weights=need_weights)
     ref_out, ref_weights = torch_call(reference, query, kv, kv, **torch_kwargs)
     torch.testing.assert_close(out, ref_out, **F32)
@@ -285,7 +286,7 @@ def test_to_torch_matches_ours_with_converted_mask():
     keys = M.padding_mask([6, 4])
     mask = M.combine_masks(M.causal_mask(6), M.as_key_mask(keys))  # (b, 1, i, j)
     theirs = ours.to_torch()
-    ref, _ = theirs(x, x, x, attn_mask=M.to_torch_attn_mask(mask, num_heads=4), need_weights=False)
+    ref, _ = theirs(x, x, x, attn_mask=C.to_torch_attn_mask(mask, num_heads=4), need_weights=False)
     torch.testing.assert_close(ours(x, mask=mask)[0], ref, **F32)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["resolve_lessons"]
+__all__ = ["check_output_dir", "resolve_lessons"]
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]  # attention_lab/teaching/<this file> -> the checkout
 
@@ -58,7 +58,8 @@ def resolve_lessons(names: Sequence[str]) -> list[Path]:
     return lessons
 
 
-def _check_output_dir(out: Path, lessons: Iterable[Path]) -> Path:
+def check_output_dir(out: Path, lessons: Iterable[Path]) -> Path:
+    """``out`` resolved, or a ValueError when it lies inside a lessons' folder or is a file. Shape: a path."""
     resolved = out.expanduser().resolve()  # follows symlinks, also when only part of the path exists
     protected = set(_notebook_dirs()) | {lesson.resolve().parent for lesson in lessons}
     for folder in sorted(protected):
