@@ -3,9 +3,9 @@
 Long Range Arena (Tay et al. 2020) compares efficient attentions on one bubble chart: accuracy against speed, bubble
 size = memory. This module runs a laptop-sized version: :func:`run_long_range` builds the same
 :class:`~attention_lab.models.transformer.TinyTransformer` (only its attention changes), trains it for a fixed
-number of steps on :class:`~attention_lab.models.tasks.AssociativeRecall` or
-:class:`~attention_lab.models.tasks.ListOps`, and reports held-out accuracy, training steps per second and the
-peak memory of one training step (the package's exact meter). ``benchmarks/long_range.py`` runs the grid and writes
+number of steps on :class:`~attention_lab.models.long_range_tasks.AssociativeRecall` or
+:class:`~attention_lab.models.long_range_tasks.ListOps`, and reports held-out accuracy, training steps per second and
+the peak memory of one training step (the package's exact meter). ``benchmarks/long_range.py`` runs the grid and writes
 the CSV the lesson plots.
 
 The model has no position embeddings (they are zeroed and frozen): both tasks are defined by content (which key,
@@ -26,10 +26,10 @@ from .._validation import check_choice, check_positive_int, fail
 from ..efficient.layouts import BlockLayout
 from ..measure.memory import measure_peak_memory
 from ..measure.timing import Comparison, compare
-from ._task_base import _Task
 from .attention_choice import AttentionSpec, attention_spec
-from .tasks import IGNORE_INDEX, AssociativeRecall, ListOps, make_generator
-from .training import _loss_and_accuracy, evaluate, make_optimizer, train
+from .long_range_tasks import AssociativeRecall, ListOps
+from .tasks import IGNORE_INDEX, Task, make_generator
+from .training import evaluate, loss_and_accuracy, make_optimizer, train
 from .transformer import TinyTransformer
 
 __all__ = ["LONG_RANGE_ATTENTIONS", "LONG_RANGE_TASKS", "LongRangeResult", "LongRangeSetting", "blind_accuracy",
@@ -84,7 +84,7 @@ def blind_accuracy(task: object, *, n_sequences: int = 2048, seed: int = 123) ->
     Shape: no tensors in or out.
     """
     fn = "blind_accuracy"
-    if not isinstance(task, _Task):
+    if not isinstance(task, Task):
         fail(fn, f"task must be one of the package's tasks (e.g. long_range_task('recall', 1024)), got "
                  f"{type(task).__name__}", TypeError)
     check_positive_int(fn, "n_sequences", n_sequences)
@@ -144,7 +144,7 @@ def _one_step_peak(model: TinyTransformer, task: object, setting: LongRangeSetti
     tokens, targets = task.sample(setting.batch_size, generator=make_generator(seed + 1))
 
     def step() -> None:
-        loss, _ = _loss_and_accuracy(model(tokens), targets)
+        loss, _ = loss_and_accuracy(model(tokens), targets)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -194,7 +194,7 @@ def time_training_steps(task: str, n: int, attentions: Sequence[str], *, setting
         optimizer = make_optimizer(model, lr=1e-12)  # the update's cost without moving the weights measurably
 
         def step(model: TinyTransformer = model, optimizer: torch.optim.Optimizer = optimizer) -> None:
-            loss, _ = _loss_and_accuracy(model(tokens), targets)
+            loss, _ = loss_and_accuracy(model(tokens), targets)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
