@@ -7,7 +7,7 @@ import pytest
 import torch
 from _check_helpers import rejects
 
-from attention_lab.measure.memory import attention_memory_bytes
+from attention_lab.measure.cost import attention_memory_bytes
 from attention_lab.teaching.checks import lesson06 as check
 
 # ---- score_count ----

@@ -35,11 +35,12 @@ def _part(path: Path) -> str:
     return rel[0]
 
 
-def imported_modules(path: Path) -> set[str]:
-    """Dotted names of every module ``path`` imports (relative imports resolved), at any depth in the file."""
+def imported_modules(path: Path, source: str | None = None) -> set[str]:
+    """Dotted names of every module ``path`` (or ``source``, read as if it were that file) imports, relative imports
+    resolved, at any depth in the file."""
     package = ["attention_lab", *path.relative_to(PACKAGE).parent.parts]
     names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8") if source is None else source)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -90,11 +91,11 @@ def test_only_plotting_imports_matplotlib_and_nothing_imports_plotting():
 
 def test_the_import_reader_resolves_relative_imports():
     # the reader itself must see what the tests above rely on: relative, absolute and in-function imports
-    module = PACKAGE / "measure" / "bench.py"
-    names = imported_modules(module)
-    assert "attention_lab.core.functional" in names and "attention_lab.measure.memory" in names
-    source = PACKAGE / "plotting" / "_cost.py"
-    assert "attention_lab.measure.bench" in imported_modules(source)  # imported inside a function there
+    source = ("from .memory import measure_peak_memory\nfrom ..models import tasks\nimport attention_lab.core.masks\n"
+              "def f():\n    from ..plotting._base import WEIGHTS_CMAP\n    import matplotlib.pyplot\n")
+    names = imported_modules(PACKAGE / "measure" / "example.py", source)
+    assert names == {"attention_lab.measure.memory", "attention_lab.models",
+                     "attention_lab.core.masks", "attention_lab.plotting._base", "matplotlib.pyplot"}
 
 
 @pytest.mark.parametrize("short", ["model", "training", "classroom", "checks", "memory", "bench", "masks"])

@@ -5,9 +5,10 @@ the machine slows every variant alike, and keeps the fastest of the rounds per v
 a call down, so the fastest call is the least disturbed. Ratios are taken against a baseline measured in the same
 rounds, never between two separately timed numbers. :func:`sweep` does this for each sequence length.
 
-The conclusions (:func:`crossover`, :func:`fit_slope`, :func:`agree`, written in :mod:`._conclusions`) are importable
-from here too: ``from attention_lab.measure import timing; timing.crossover(...)``. :func:`fixed_threads` holds
-torch's thread count fixed while a cell times, and :func:`thread_report` says what it was.
+The conclusions drawn from these figures (a crossover, a fitted slope, or "too noisy to conclude") are in
+:mod:`attention_lab.measure.conclusions`. :func:`fixed_threads` holds torch's thread count fixed while a cell times,
+and :func:`thread_report` says what it was. This is the package's one timer: lessons, benchmarks and the long-range
+harness all time with :func:`compare` or :func:`sweep`.
 """
 
 from __future__ import annotations
@@ -23,10 +24,9 @@ from typing import Any
 import torch
 
 from .._validation import check_choice, check_number, check_positive_int, fail
-from ._conclusions import Crossover, Slope, agree, crossover, fit_slope
+from .conclusions import agree
 
-__all__ = ["Comparison", "Crossover", "Slope", "Sweep", "agree", "compare", "crossover", "fit_slope", "fixed_threads",
-           "sweep", "thread_report"]
+__all__ = ["Comparison", "Sweep", "compare", "fixed_threads", "sweep", "thread_report"]
 
 
 def thread_report() -> str:

@@ -7,7 +7,8 @@ import numbers
 
 import torch
 
-from ...measure.memory import attention_memory_bytes, format_bytes, measure_peak_memory
+from ...measure.cost import attention_memory_bytes
+from ...measure.memory import format_bytes, measure_peak_memory
 from ._core import correct, guard_errors, hint
 
 

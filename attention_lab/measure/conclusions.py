@@ -3,7 +3,8 @@
 :func:`crossover` finds the smallest measured n from which a variant is faster at every larger measured n;
 :func:`fit_slope` fits log(time) against log(n) and says how well a line fits; :func:`agree` tells whether two
 statistics of the same rounds tell the same story. Each says "too noisy to conclude" (``conclusive=False`` and a
-reason) instead of concluding from bad figures. :mod:`.timing` re-exports them.
+reason) instead of concluding from bad figures. The figures come from :mod:`attention_lab.measure.timing` (a live run)
+or from a committed benchmark CSV (:mod:`attention_lab.measure.results`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .._validation import fail
-from ._byte_counts import format_bytes
+from .memory import format_bytes
 
 __all__ = ["available_memory_bytes", "memory_report"]
 
