@@ -7,17 +7,20 @@ The folders are the map:
 ``core/``            scores and softmax, masks, positions, the self-attention layer, multi-head attention
 ``efficient/``       attention that avoids the full i x j matrix or skips parts of it (blockwise, block-sparse)
 ``generation/``      attention while generating: KV caches, rotary positions, grouped-query and latent attention
-``measure/``         exact peak memory, timing sweeps
-``models/``          the tiny Transformer, toy tasks, the training loop
-``teaching/``        exercise checks (one module per lesson) and student copies of the lessons
+``measure/``         cost arithmetic, exact peak memory, the one timer and its conclusions, the committed
+                     benchmark results, the long-range benchmark harness
+``models/``          the tiny Transformer, its toy tasks, its training
+``analysis.py``      reading a trained model's attention (attention rollout)
+``teaching/``        exercise checks (one module per lesson), student copies of the lessons
 ``plotting/``        every figure; the only place that imports matplotlib, and nothing else imports it
 ``runtime.py``       device(), seed_everything(), environment()
 ``_validation.py``   input validation shared by every module
 ===================  ==============================================================================
 
-Imports point one way: ``reference`` and ``runtime`` need only ``_validation``; ``efficient`` and ``generation``
-build on ``core``, ``measure`` on ``core`` and ``efficient``, ``models`` on ``core`` and ``generation``;
-``teaching`` and ``plotting`` build on the rest, never the reverse.
+Imports point one way: ``reference``, ``runtime`` and ``analysis`` need only ``_validation``; ``efficient`` and
+``generation`` build on ``core``, ``models`` on ``core``, ``efficient`` and ``generation``, ``measure`` on ``core``,
+``efficient`` and ``models``; ``teaching`` and ``plotting`` build on the rest, never the reverse. Every module has one
+import path, the folder path the docs show (``attention_lab.models.training``).
 
 One axis legend for the whole package (every docstring's ``Shape:`` line uses it):
 

@@ -10,9 +10,10 @@ import pytest
 import torch
 from _check_helpers import accepts, rejects
 
+from attention_lab.analysis import attention_rollout
 from attention_lab.models.tasks import Reversal
 from attention_lab.models.training import evaluate, train
-from attention_lab.models.transformer import TinyTransformer, attention_rollout
+from attention_lab.models.transformer import TinyTransformer
 from attention_lab.teaching.checks import lesson09 as check
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attention_lab.models.long_range import LONG_RANGE_ATTENTIONS, blind_accuracy, run_long_range, time_training_steps
+from attention_lab.measure.long_range import LONG_RANGE_ATTENTIONS, blind_accuracy, run_long_range, time_training_steps
 from attention_lab.models.long_range_tasks import AssociativeRecall, ListOps
 from attention_lab.models.tasks import IGNORE_INDEX, make_generator
 

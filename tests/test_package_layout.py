@@ -18,13 +18,16 @@ ALLOWED = {
     "_validation": set(),
     "reference": {"_validation"},
     "runtime": {"_validation"},
+    "analysis": {"_validation"},
     "core": {"_validation"},
     "efficient": {"_validation", "core"},
     "generation": {"_validation", "core"},
-    "measure": {"_validation", "core", "efficient"},
-    "models": {"_validation", "core", "efficient", "generation", "measure"},
-    "teaching": {"_validation", "core", "efficient", "generation", "measure", "models", "reference", "runtime"},
-    "plotting": {"_validation", "core", "efficient", "generation", "measure", "models", "reference", "runtime"},
+    "models": {"_validation", "core", "efficient", "generation"},
+    "measure": {"_validation", "core", "efficient", "models"},
+    "teaching": {"_validation", "analysis", "core", "efficient", "generation", "measure", "models", "reference",
+                 "runtime"},
+    "plotting": {"_validation", "analysis", "core", "efficient", "generation", "measure", "models", "reference",
+                 "runtime"},
     "__init__": {"_validation", "core", "efficient", "generation", "reference", "runtime"},
 }
 
@@ -96,6 +99,19 @@ def test_the_import_reader_resolves_relative_imports():
     names = imported_modules(PACKAGE / "measure" / "example.py", source)
     assert names == {"attention_lab.measure.memory", "attention_lab.models",
                      "attention_lab.core.masks", "attention_lab.plotting._base", "matplotlib.pyplot"}
+
+
+def test_the_parts_form_layers_without_a_loop():
+    # each part may import only parts below it: a topological order of ALLOWED exists, and the edges seen obey it
+    order, left = [], {part: set(needs) for part, needs in ALLOWED.items()}
+    while left:
+        ready = sorted(part for part, needs in left.items() if needs <= set(order))
+        assert ready, f"the allowed imports loop between {sorted(left)}"
+        order += ready
+        for part in ready:
+            del left[part]
+    seen = {(_part(path), other) for path, found in _edges().items() for other in found - {"matplotlib"}}
+    assert all(order.index(other) < order.index(part) for part, other in seen)
 
 
 @pytest.mark.parametrize("short", ["model", "training", "classroom", "checks", "memory", "bench", "masks"])

@@ -7,9 +7,10 @@ import torch
 from matplotlib.figure import Figure
 
 from attention_lab import plotting
+from attention_lab.analysis import attention_rollout
 from attention_lab.models.tasks import Reversal
 from attention_lab.models.training import History
-from attention_lab.models.transformer import TinyTransformer, attention_rollout
+from attention_lab.models.transformer import TinyTransformer
 from attention_lab.plotting import _trained_attention
 
 

@@ -5,8 +5,9 @@ size = memory. This module runs a laptop-sized version: :func:`run_long_range` b
 :class:`~attention_lab.models.transformer.TinyTransformer` (only its attention changes), trains it for a fixed
 number of steps on :class:`~attention_lab.models.long_range_tasks.AssociativeRecall` or
 :class:`~attention_lab.models.long_range_tasks.ListOps`, and reports held-out accuracy, training steps per second and
-the peak memory of one training step (the package's exact meter). ``benchmarks/long_range.py`` runs the grid and writes
-the CSV the lesson plots.
+the peak memory of one training step (the package's exact meter). ``benchmarks/long_range.py`` runs the grid and
+writes the CSV the lesson plots. It is measurement built on the models, so it lives here, beside the meter and the
+timer it uses, and ``models`` needs nothing of ``measure``.
 
 The model has no position embeddings (they are zeroed and frozen): both tasks are defined by content (which key,
 which group), and learned absolute positions start as random vectors as large as the token embeddings, which makes
@@ -24,13 +25,13 @@ import torch
 
 from .._validation import check_choice, check_positive_int, fail
 from ..efficient.layouts import BlockLayout
-from ..measure.memory import measure_peak_memory
-from ..measure.timing import Comparison, compare
-from .attention_choice import AttentionSpec, attention_spec
-from .long_range_tasks import AssociativeRecall, ListOps
-from .tasks import IGNORE_INDEX, Task, make_generator
-from .training import evaluate, loss_and_accuracy, make_optimizer, train
-from .transformer import TinyTransformer
+from ..models.attention_choice import AttentionSpec, attention_spec
+from ..models.long_range_tasks import AssociativeRecall, ListOps
+from ..models.tasks import IGNORE_INDEX, Task, make_generator
+from ..models.training import evaluate, loss_and_accuracy, make_optimizer, train
+from ..models.transformer import TinyTransformer
+from .memory import measure_peak_memory
+from .timing import Comparison, compare
 
 __all__ = ["LONG_RANGE_ATTENTIONS", "LONG_RANGE_TASKS", "LongRangeResult", "LongRangeSetting", "blind_accuracy",
            "long_range_task",
