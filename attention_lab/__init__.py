@@ -11,7 +11,7 @@ The folders are the map:
                      benchmark results, the long-range benchmark harness
 ``models/``          the tiny Transformer, its toy tasks, its training
 ``analysis.py``      reading a trained model's attention (attention rollout)
-``teaching/``        exercise checks (one module per lesson), student copies of the lessons
+``teaching/``        exercise checks (one module per lesson), student copies of the lessons, ``show``
 ``plotting/``        every figure; the only place that imports matplotlib, and nothing else imports it
 ``runtime.py``       device(), seed_everything(), environment()
 ``_validation.py``   input validation shared by every module
