@@ -6,7 +6,7 @@ import torch
 from _check_helpers import accepts
 
 import attention_lab as al
-from attention_lab.teaching.checks import lesson00, lesson01, lesson02, lesson04, lesson05, lesson07
+from attention_lab.teaching.checks import lesson00, lesson01, lesson02, lesson03, lesson04, lesson05, lesson07
 
 
 def hint_of(check, *args, **kwargs) -> str:
@@ -69,22 +69,7 @@ def test_lesson04_fallbacks_do_not_spell_out_the_solution():
     assert "p < L" not in hint_of(lesson04.padding_from_lengths, off_by_one, [4, 2, 0], 5)
 
 
-# --- every check of lessons 00-02, 04, 05 turns an error into a hint ------------------------------------
-
-OWN_LESSONS = (lesson00, lesson01, lesson02, lesson04, lesson05)
-
-
-def _public_checks():
-    for module in OWN_LESSONS:
-        for name, fn in vars(module).items():
-            if callable(fn) and not name.startswith("_") and getattr(fn, "__module__", "") == module.__name__:
-                yield f"{module.__name__.rsplit('.', 1)[-1]}.{name}", fn
-
-
-@pytest.mark.parametrize("name,check", list(_public_checks()), ids=lambda v: v if isinstance(v, str) else "")
-def test_every_check_is_guarded(name, check):
-    assert hasattr(check, "__wrapped__"), f"{name} is not wrapped with @guard_errors"
-
+# --- a guarded check turns an error into a hint (tests/test_checks_guarded.py: every check is guarded) ---------
 
 def test_a_guarded_check_turns_an_error_in_the_answer_into_a_hint():
     weights = torch.softmax(torch.randn(4, 4), dim=-1)
@@ -108,9 +93,8 @@ def test_an_error_raised_inside_the_learners_function_becomes_a_hint():
 
 
 def test_the_generic_hint_reads_well_for_plural_names():
-    from attention_lab.teaching.checks._core import check_tensor_answer
-
-    message = hint_of(check_tensor_answer, torch.ones(3), torch.zeros(3), what="your keys", success="")
+    layer, x = al.SelfAttention(4), torch.randn(2, 5, 4)
+    message = hint_of(lesson03.keys_from_fused, x, layer, x)  # the right shape, but x itself: "your keys" is plural
     assert "right shape but not the right values in your keys" in message
     assert "your keys has" not in message
 

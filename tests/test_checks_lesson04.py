@@ -159,6 +159,11 @@ def test_lower_right_causal_fixed_shift_and_missing_return_get_their_own_hints()
     rejects(lesson04.lower_right_causal, lambda i, j: None, hint="returned None")
 
 
+def test_an_error_names_the_arguments_that_are_not_tensors():
+    too_far = lambda i, j: torch.ones(i, j, dtype=torch.bool)[i]  # indexes one row past the end
+    rejects(lesson04.lower_right_causal, too_far, hint=r"raised IndexError .* with the arguments 3, 8;")
+
+
 def test_key_mask_copied_over_the_queries_is_not_told_its_polarity_is_wrong():
     copied = (~KPM)[:, None, None, :].expand(2, 1, 4, 3)  # right values, a query axis of 4
     with pytest.raises(AssertionError) as error:
