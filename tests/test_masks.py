@@ -198,11 +198,19 @@ def test_fully_padded_sequence_gives_zeros_in_outputs_and_gradients():
     torch.testing.assert_close(out.detach(), sdpa, **F64)
 
 
-def test_gradcheck_with_padding_mask():
-    q, k, v = (t.requires_grad_() for t in qkv(2, 1, 3, 4, 3))
-    mask = al.as_key_mask(al.padding_mask([2, 4]))
-    assert torch.autograd.gradcheck(lambda q, k, v: al.scaled_dot_product_attention(q, k, v, mask)[0],
-                                    (q, k, v))
+def test_gradients_with_a_padding_mask_equal_pytorch_sdpas_and_skip_the_padded_keys():
+    mask = al.as_key_mask(al.padding_mask([2, 4]))  # (b, 1, 1, j): sequence 0 has two padded keys
+    grads = []
+    for attend in (lambda q, k, v: al.scaled_dot_product_attention(q, k, v, mask)[0],
+                   lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)):
+        torch.manual_seed(0)
+        q, k, v = (t.requires_grad_() for t in qkv(2, 1, 3, 4, 3))
+        (attend(q, k, v) * torch.linspace(-1, 1, 9, dtype=torch.float64).reshape(1, 1, 3, 3)).sum().backward()
+        grads.append([q.grad, k.grad, v.grad])
+    torch.testing.assert_close(grads[0], grads[1], **F64)
+    k_grad, v_grad = grads[0][1:]
+    assert torch.all(k_grad[0, :, 2:] == 0) and torch.all(v_grad[0, :, 2:] == 0)  # padded keys learn nothing
+    assert k_grad[1, :, 2:].abs().sum() > 0
 
 
 # ---------------------------------------------------------------- sliding_window_mask
