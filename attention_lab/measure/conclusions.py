@@ -27,7 +27,8 @@ def agree(ratio: float, best_ratio: float, *, tolerance: float = 0.25) -> bool:
 
 @dataclass(frozen=True)
 class Crossover:
-    """Where a variant becomes faster for good. ``n`` is None when it never does (or the data cannot say)."""
+    """Where a variant becomes faster for good. ``n`` is None when it never does (or the data cannot say). Shape: no
+    tensors."""
 
     n: int | None
     conclusive: bool
@@ -111,7 +112,10 @@ def crossover(lengths: Sequence[int], ratios: Sequence[float], *, name: str = "t
 
 @dataclass(frozen=True)
 class Slope:
-    """Least-squares exponent p in time ~ n^p over ``fitted_on``, with the fit's r^2 (1 = a perfect line)."""
+    """Least-squares exponent p in time ~ n^p over ``fitted_on``, with the fit's r^2 (1 = a perfect line).
+
+    Shape: no tensors; ``fitted_on`` is the first and last length.
+    """
 
     slope: float
     r2: float

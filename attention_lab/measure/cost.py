@@ -18,7 +18,10 @@ __all__ = ["AttentionMemory", "attention_flops", "attention_memory_bytes"]
 
 @dataclass(frozen=True)
 class AttentionMemory:
-    """Bytes of each tensor in one attention call (``b`` sequences, ``h`` heads)."""
+    """Bytes of each tensor in one attention call (``b`` sequences, ``h`` heads).
+
+    Shape: one int of bytes per tensor: q, k, v, scores, weights, output.
+    """
 
     q: int
     k: int

@@ -67,7 +67,8 @@ core: recall 1.000 after 1,000 steps (185 s), listops 0.939 after 1,000 steps an
 
 
 def long_range_task(name: str, n: int) -> object:
-    """The benchmark's task ``name`` (``"recall"`` or ``"listops"``) at sequence length ``n``."""
+    """The benchmark's task ``name`` (``"recall"`` or ``"listops"``) at sequence length ``n``. Shape: its batches are
+    ``(b, n)`` tokens and targets."""
     if name not in LONG_RANGE_TASKS:
         fail("long_range_task", f"name must be one of {sorted(LONG_RANGE_TASKS)}, got {name!r}")
     return LONG_RANGE_TASKS[name](n)
@@ -102,7 +103,7 @@ def blind_accuracy(task: object, *, n_sequences: int = 2048, seed: int = 123) ->
 
 @dataclass(frozen=True)
 class LongRangeSetting:
-    """The model and training every run shares (only the attention, the task and n change)."""
+    """The model and training every run shares (only the attention, the task and n change). Shape: no tensors."""
 
     d_model: int = 32
     num_heads: int = 2
@@ -115,7 +116,10 @@ class LongRangeSetting:
 
 @dataclass(frozen=True)
 class LongRangeResult:
-    """One run: held-out token accuracy, training steps per second, peak bytes of one training step."""
+    """One run: held-out token accuracy, training steps per second, peak bytes of one training step.
+
+    Shape: no tensors.
+    """
 
     task: str
     attention: str

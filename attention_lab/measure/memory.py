@@ -44,7 +44,10 @@ _PROFILER_NOISE = re.compile(r"SyncActivityProfilerHandler|Memory block of unkno
 
 
 def format_bytes(n: int | float) -> str:
-    """``1536`` -> ``'1.50 KiB'``: binary units (KiB = 1024 B, MiB = 1024 KiB), two decimals."""
+    """``1536`` -> ``'1.50 KiB'``: binary units (KiB = 1024 B, MiB = 1024 KiB), two decimals.
+
+    Shape: a number -> a string.
+    """
     value = float(n)
     if abs(value) < 1024:
         return f"{int(value)} B"
@@ -62,6 +65,8 @@ class PeakMemory:
     ``peak_bytes``: the highest tensor memory allocated while ``fn`` ran, above the level before it (0 if it
     allocated nothing). ``retained_bytes``: what was still allocated when ``fn`` returned (its result, what autograd
     keeps for backward), above the same level; negative if ``fn`` freed more than it kept.
+
+    Shape: two ints of bytes; ``result`` is whatever ``fn`` returned.
     """
 
     peak_bytes: int

@@ -56,6 +56,8 @@ class Comparison:
 
     ``ratio[name]`` is baseline time / variant time (above 1: faster than the baseline), the median over rounds of the
     ratio within one round, so both times of a ratio come from the same moment on the machine.
+
+    Shape: one float per variant in ``best_s`` and ``ratio``; one list of seconds per variant in ``rounds_s``.
     """
 
     best_s: dict[str, float]
@@ -145,7 +147,10 @@ def compare(variants: Mapping[str, Callable[[], Any]], *, baseline: str | None =
 
 @dataclass(frozen=True)
 class Sweep:
-    """:func:`compare` at each length: ``best_s[name][k]`` and ``ratio[name][k]`` belong to ``lengths[k]``."""
+    """:func:`compare` at each length: ``best_s[name][k]`` and ``ratio[name][k]`` belong to ``lengths[k]``.
+
+    Shape: one list per variant, one entry per length.
+    """
 
     lengths: list[int]
     best_s: dict[str, list[float]]

@@ -38,7 +38,10 @@ IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index: positions with th
 
 
 def make_generator(seed: int) -> torch.Generator:
-    """A CPU ``torch.Generator`` seeded with ``seed``: the tasks draw from it, so a seed fixes every batch."""
+    """A CPU ``torch.Generator`` seeded with ``seed``: the tasks draw from it, so a seed fixes every batch.
+
+    Shape: no tensors in; a generator out.
+    """
     check_positive_int("make_generator", "seed", seed, minimum=0)
     generator = torch.Generator()
     generator.manual_seed(seed)

@@ -22,7 +22,10 @@ def _notebook_dirs() -> list[Path]:
 
 
 def resolve_lessons(names: Sequence[str]) -> list[Path]:
-    """Lessons from paths, file names or number prefixes (``02``); every ``notebooks/*.ipynb`` if empty."""
+    """Lessons from paths, file names or number prefixes (``02``); every ``notebooks/*.ipynb`` if empty.
+
+    Shape: names in, resolved paths out.
+    """
     dirs = _notebook_dirs()
     if not names:
         if not dirs:
@@ -59,7 +62,8 @@ def resolve_lessons(names: Sequence[str]) -> list[Path]:
 
 
 def check_output_dir(out: Path, lessons: Iterable[Path]) -> Path:
-    """``out`` resolved, or a ValueError when it lies inside a lessons' folder or is a file. Shape: a path."""
+    """``out`` resolved, or a ValueError when it lies inside a lessons' folder or is a file. Shape: a path in and
+    out."""
     resolved = out.expanduser().resolve()  # follows symlinks, also when only part of the path exists
     protected = set(_notebook_dirs()) | {lesson.resolve().parent for lesson in lessons}
     for folder in sorted(protected):

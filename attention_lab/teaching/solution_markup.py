@@ -22,7 +22,7 @@ _DELIMITER_LIKE = re.compile(r"^(#+|//)?\s*(BEGIN|END)[ _-]*SOLUTIONS?\b", re.IG
 
 
 class MarkupError(ValueError):
-    """A lesson's exercise markup breaks the convention (unbalanced or misspelt delimiters)."""
+    """A lesson's exercise markup breaks the convention (unbalanced or misspelt delimiters). Shape: no tensors."""
 
 
 def solution_regions(source: str, *, where: str = "cell") -> list[list[str]]:
@@ -30,6 +30,8 @@ def solution_regions(source: str, *, where: str = "cell") -> list[list[str]]:
 
     Raises ``MarkupError`` for a ``BEGIN`` without ``END``, an ``END`` without ``BEGIN``, nested
     regions, or a line that resembles a delimiter without being exactly one (``## BEGIN SOLUTION``).
+
+    Shape: text in, a list of regions (each a list of lines) out.
     """
     regions: list[list[str]] = []
     current: list[str] | None = None
@@ -60,6 +62,8 @@ def strip_solutions(source: str, *, markdown: bool = False, where: str = "cell")
     """Replace every solution region of ``source`` by the stub; return the new source and the count.
 
     The stub takes the indentation of the ``BEGIN`` line; lines outside the regions stay unchanged.
+
+    Shape: text in, (text, number of regions) out.
     """
     solution_regions(source, where=where)  # validate the markup before replacing anything
     stub = TEXT_STUB if markdown else CODE_STUB
