@@ -63,16 +63,9 @@ def make_qkv(n: int, grad: bool = False) -> tuple[torch.Tensor, torch.Tensor, to
 
 
 def timed(fns: dict, rounds: int) -> dict[str, list[float]]:
-    """Each function once to warm up, then ``rounds`` interleaved rounds of one call each; seconds per call."""
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for fn in fns.values():
-        fn()
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return times
+    """Seconds per call of each function in ``rounds`` interleaved rounds of one call each (after a warm-up call),
+    from :func:`attention_lab.measure.timing.compare`."""
+    return timing.compare(fns, rounds=rounds, min_time=1e-9).rounds_s
 
 
 def compiled_flex():

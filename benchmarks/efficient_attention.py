@@ -34,8 +34,9 @@ import torch
 import torch.nn.functional as F
 
 import attention_lab as al
+from attention_lab.measure.conclusions import crossover, fit_slope
 from attention_lab.measure.memory import format_bytes, measure_peak_memory
-from attention_lab.measure.timing import compare, crossover, fit_slope, thread_report
+from attention_lab.measure.timing import compare, thread_report
 from attention_lab.runtime import machine_label
 
 HEADS, HEAD_DIM = 8, 64

@@ -43,8 +43,9 @@ if os.environ.get("OMP_PROC_BIND") is None or os.environ.get("OMP_PLACES") is No
 import torch
 
 import attention_lab as al
+from attention_lab.measure.conclusions import agree, crossover
 from attention_lab.measure.memory import format_bytes, measure_peak_memory
-from attention_lab.measure.timing import agree, compare, crossover, thread_report
+from attention_lab.measure.timing import compare, thread_report
 from attention_lab.models.generate import decode, make_caches, next_token_timers
 from attention_lab.models.transformer import TinyTransformer
 from attention_lab.runtime import machine_label

@@ -6,7 +6,7 @@
 Leave ``OMP_PROC_BIND`` and ``OMP_PLACES`` unset for this script: with one thread per process, binding can put
 both training processes on the same core.
 
-The full run trains :data:`attention_lab.models.long_range.LONG_RANGE_ATTENTIONS` (softmax, block-sparse sliding
+The full run trains :data:`attention_lab.measure.long_range.LONG_RANGE_ATTENTIONS` (softmax, block-sparse sliding
 window, sliding + global, linear, Performer, top-k, cluster, Linformer, Synthesizer) on associative recall and the
 ListOps-style task at n = 1024 (``--steps`` steps of ``--batch`` sequences), and on recall at the longer
 ``--long-n`` (``--long-steps`` steps of ``--long-batch`` sequences), one seed each (``--seeds`` for more).
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import torch
 
-from attention_lab.models.long_range import (
+from attention_lab.measure.long_range import (
     LONG_RANGE_ATTENTIONS,
     LONG_RANGE_TASKS,
     LongRangeSetting,

@@ -32,49 +32,6 @@ def test_keys_from_fused(capsys, layer_and_x):
     rejects(lesson03.keys_from_fused, ..., layer, x, hint="still empty")
 
 
-def test_permuted_output(capsys, layer_and_x):
-    layer, x = layer_and_x
-    perm = torch.tensor([2, 0, 3, 4, 1])
-    with torch.no_grad():
-        out, _ = layer(x)
-        accepts(capsys, lesson03.permuted_output, out[:, perm], layer, x, perm)
-        accepts(capsys, lesson03.permuted_output, layer(x[:, perm])[0], layer, x, perm)
-    rejects(lesson03.permuted_output, out, layer, x, perm, hint="same permutation to the output rows")
-    rejects(lesson03.permuted_output, out[:, torch.argsort(perm)], layer, x, perm, hint="inverse shuffle")
-
-
-def test_graph_mask(capsys):
-    edges = [(0, 1), (1, 2), (3, 4)]
-    good = torch.eye(5, dtype=torch.bool)
-    for a, b in edges:
-        good[a, b] = good[b, a] = True
-    accepts(capsys, lesson03.graph_mask, good, edges, 5)
-    accepts(capsys, lesson03.graph_mask, good.int().tolist(), edges, 5)
-    rejects(lesson03.graph_mask, ~good, edges, 5, hint="polarity is flipped")
-    rejects(lesson03.graph_mask, good & ~torch.eye(5, dtype=torch.bool), edges, 5, hint="see itself")
-    directed = torch.eye(5, dtype=torch.bool)
-    for a, b in edges:
-        directed[a, b] = True
-    rejects(lesson03.graph_mask, directed, edges, 5, hint="undirected")
-    rejects(lesson03.graph_mask, good[:4], edges, 5, hint="shape \\(5, 5\\)")
-    rejects(lesson03.graph_mask, good.float() * 2, edges, 5, hint="dtype=torch.bool")
-
-
-def test_window_for_kernel(capsys):
-    accepts(capsys, lesson03.window_for_kernel, 4, kernel=7)
-    accepts(capsys, lesson03.window_for_kernel, torch.tensor(3), kernel=5)
-    rejects(lesson03.window_for_kernel, 7, kernel=7, hint="would cover 13 keys")
-    rejects(lesson03.window_for_kernel, 3, kernel=7, hint="without the query itself")
-    rejects(lesson03.window_for_kernel, 5, kernel=7, hint="equally many positions on each side")
-    rejects(lesson03.window_for_kernel, "four", kernel=7, hint="one whole number")
-
-
-def test_window_for_kernel_fallback_does_not_give_the_formula():
-    with pytest.raises(AssertionError) as error:
-        lesson03.window_for_kernel(5, kernel=7)
-    assert "2 * window - 1" not in str(error.value) and "kernel // 2" not in str(error.value)
-
-
 def test_keys_from_fused_uses_c_for_the_bias(capsys, layer_and_x):
     layer, x = layer_and_x
     lesson03.keys_from_fused(layer.project(x)[1].detach(), layer, x)

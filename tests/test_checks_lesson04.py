@@ -147,16 +147,6 @@ def test_left_padded_decoder_accepts_masking_the_padded_queries_too(capsys):
     accepts(capsys, lesson04.left_padded_decoder, causal & keys & keys.transpose(-2, -1), LENGTHS, N)
 
 
-def test_causal_and_padding_right_padded_counterpart(capsys):
-    causal, keys = al.causal_mask(N), al.as_key_mask(al.padding_mask(LENGTHS, N))
-    accepts(capsys, lesson04.causal_and_padding, causal & keys, LENGTHS, N)
-    rejects(lesson04.causal_and_padding, ~causal & keys, LENGTHS, N, hint="causal part is flipped")
-    left = al.as_key_mask(torch.arange(N)[None, :] >= N - torch.tensor(LENGTHS)[:, None])
-    rejects(lesson04.causal_and_padding, causal & left, LENGTHS, N, hint="padding is on the other side")
-    rejects(lesson04.causal_and_padding, causal & keys & keys.transpose(-2, -1), LENGTHS, N,
-            hint="padding removes keys, not queries")
-
-
 # ---- slips found by trying answers a learner would write ----
 
 def test_lower_right_causal_fixed_shift_and_missing_return_get_their_own_hints():
@@ -167,6 +157,11 @@ def test_lower_right_causal_fixed_shift_and_missing_return_get_their_own_hints()
     rejects(lesson04.lower_right_causal, lambda i, j: torch.ones(i, j, dtype=torch.bool).tril(i - j),
             hint="no query may see any key")  # the shift with its sign flipped
     rejects(lesson04.lower_right_causal, lambda i, j: None, hint="returned None")
+
+
+def test_an_error_names_the_arguments_that_are_not_tensors():
+    too_far = lambda i, j: torch.ones(i, j, dtype=torch.bool)[i]  # indexes one row past the end
+    rejects(lesson04.lower_right_causal, too_far, hint=r"raised IndexError .* with the arguments 3, 8;")
 
 
 def test_key_mask_copied_over_the_queries_is_not_told_its_polarity_is_wrong():

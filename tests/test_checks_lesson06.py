@@ -7,7 +7,7 @@ import pytest
 import torch
 from _check_helpers import rejects
 
-from attention_lab.measure.memory import attention_memory_bytes
+from attention_lab.measure.cost import attention_memory_bytes
 from attention_lab.teaching.checks import lesson06 as check
 
 # ---- score_count ----
@@ -79,46 +79,6 @@ def test_predicted_peak_accepts_and_measures(capsys):
 def test_predicted_peak_rejects(wrong, match):
     m = attention_memory_bytes(384, head_dim=32, num_heads=2)
     rejects(check.predicted_peak, wrong(m), n=384, head_dim=32, num_heads=2, match=match)
-
-
-# ---- largest_length ----
-
-
-def naive_peak(n, d=64, h=8):
-    return attention_memory_bytes(n, head_dim=d, num_heads=h).naive_peak
-
-
-def test_largest_length_accepts_the_exact_boundary(capsys):
-    budget = 2**30
-    n = 4080  # 2 matrices * 8 heads * n^2 * 4 B + the output 8 * n * 64 * 4 B: <= 2^30 for n = 4080, not 4081
-    assert naive_peak(n) <= budget < naive_peak(n + 1)
-    check.largest_length(n, budget_bytes=budget, head_dim=64, num_heads=8)
-    out = capsys.readouterr().out
-    assert out.startswith("Correct:")
-    # exact byte counts, so "over the budget" never reads as 1.00 GiB over 1.00 GiB
-    assert f"{naive_peak(n):,} bytes" in out and f"{naive_peak(n + 1):,} bytes" in out
-    assert f"budget of {budget:,} bytes" in out
-
-
-def test_largest_length_small_budgets():
-    for budget in (naive_peak(1, 4, 1), naive_peak(7, 4, 1), naive_peak(7, 4, 1) + 1):
-        expected = max(n for n in range(1, 20) if naive_peak(n, 4, 1) <= budget)
-        check.largest_length(expected, budget_bytes=budget, head_dim=4, num_heads=1)
-        rejects(check.largest_length, expected + 1, budget_bytes=budget, head_dim=4, num_heads=1,
-                match="more than the budget|holds two")
-
-
-@pytest.mark.parametrize(("answer", "match"), [
-    (5760, "holds two"),  # the largest n with room for one n x n matrix per head (and the output)
-    (4200, "holds two"),
-    (4081, "count it too"),  # both matrices fit, the output was forgotten: not "holds two"
-    (4096, "count it too"),
-    (6000, "more than the budget of 1,073,741,824 bytes"),
-    (4000, "a larger n fits too"),
-    (0, "at least one token"),
-])
-def test_largest_length_rejects(answer, match):
-    rejects(check.largest_length, answer, budget_bytes=2**30, head_dim=64, num_heads=8, match=match)
 
 
 def test_flop_count_accepts_the_exact_count_and_names_the_convention(capsys):

@@ -3,12 +3,30 @@ errors in the learner's code into hints, and never print another exercise's answ
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
+import nbformat
 import pytest
 import torch
 from _check_helpers import accepts, rejects
 
-from attention_lab import BlockLayout
+from attention_lab import BlockLayout, reference
 from attention_lab.teaching.checks import lesson07 as check
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _lesson_cell(cell_id: str) -> dict:
+    """Run one code cell of lesson 07 (its loop and lazy step) and return the names it defines."""
+    cell = next(c for c in nbformat.read(ROOT / "notebooks" / "07_block_sparse_attention.ipynb", as_version=4).cells
+                if c.get("id") == cell_id)
+    names = {"math": math, "torch": torch, "reference": reference, "print": lambda *args: None}
+    exec(compile(cell.source, f"lesson 07, cell {cell_id}", "exec"), names)
+    return names
+
+
+LESSON = _lesson_cell("07-050")  # def blockwise_loop, def lazy_update
 
 
 def accepted(capsys) -> bool:
@@ -53,73 +71,6 @@ def merge_overflows(m_a, l_a, o_a, m_b, l_b, o_b):
 ])
 def test_merge_rejects(answer, match):
     rejects(check.merge_blocks, answer, match=match)
-
-
-# ---- dilated_layout ----
-
-
-def test_dilated_accepts(capsys):
-    check.dilated_layout(BlockLayout.strided(16, 4))
-    assert accepted(capsys)
-    check.dilated_layout(BlockLayout.strided(8, 3), block_size=8, stride=3)
-    assert accepted(capsys)
-
-
-def test_dilated_accepts_an_equivalent_union(capsys):
-    # the diagonal is already in strided(16, 4): adding it again changes nothing
-    check.dilated_layout(BlockLayout.strided(16, 4) | BlockLayout.local(16))
-    assert accepted(capsys)
-
-
-def test_dilated_success_line_does_not_state_the_sparsity(capsys):
-    check.dilated_layout(BlockLayout.strided(16, 4))
-    out = capsys.readouterr().out
-    assert out.startswith("Correct:") and "sparsity" not in out and "0.7456" not in out
-
-
-@pytest.mark.parametrize(("answer", "match"), [
-    (BlockLayout.strided(16, 3), "wrong number of blocks"),
-    (BlockLayout.strided(16, 5), "wrong number of blocks"),
-    (BlockLayout.strided(8, 4), "16 positions"),
-    (BlockLayout.strided(16, 4) & BlockLayout.causal(16), "both directions"),
-    (BlockLayout.sliding_window(16, neighbours=4), "with gaps"),
-    (BlockLayout.global_blocks(16, [0]), "its own key block"),
-    (BlockLayout.strided(16, 4).to_dense(64), "a bool matrix works"),
-    (None, "still empty"),
-])
-def test_dilated_rejects(answer, match):
-    rejects(check.dilated_layout, answer, match=match)
-
-
-# ---- predicted_sparsity ----
-
-
-def test_sparsity_accepts(capsys):
-    layout = BlockLayout.strided(16, 4)
-    check.predicted_sparsity(0.75, layout, 256)
-    assert accepted(capsys)
-    check.predicted_sparsity(torch.tensor(0.75), layout, 256)
-    assert accepted(capsys)
-    causal = BlockLayout.sliding_window(16, neighbours=1, causal=True)
-    check.predicted_sparsity(causal.sparsity(200), causal, 200)
-    assert accepted(capsys)
-
-
-@pytest.mark.parametrize(("answer", "match"), [
-    (0.25, "share of pairs computed"),
-    (75, "between 0 and 1"),
-    (0.5, "divide by n \\* n"),
-    ("0.75", "one number"),
-    (None, "still empty"),
-])
-def test_sparsity_rejects(answer, match):
-    rejects(check.predicted_sparsity, answer, BlockLayout.strided(16, 4), 256, match=match)
-
-
-def test_sparsity_rejects_counting_blocks():
-    layout = BlockLayout.sliding_window(16, neighbours=1, causal=True)
-    block_share = 1 - layout.block_mask(200).double().mean().item()
-    rejects(check.predicted_sparsity, block_share, layout, 200, match="counts block pairs")
 
 
 # ---- exposing_input: inputs on which the lazy step goes wrong ----
@@ -210,10 +161,25 @@ def no_rescale_at_all(m, l, acc, s, v_block):  # noqa: E741
     return shift, l + terms.sum(dim=-1, keepdim=True), acc + terms @ v_block
 
 
+def inverse_factor(m, l, acc, s, v_block):  # noqa: E741  brings the old sums to the new shift with exp(m_new - m)
+    block_max = s.amax(dim=-1, keepdim=True)
+    shift = torch.where(block_max > m + 4, block_max, m)
+    grow = torch.where(torch.isfinite(m), torch.exp(shift - m), torch.zeros_like(m))
+    terms = torch.exp(s - shift)
+    return shift, l * grow + terms.sum(dim=-1, keepdim=True), acc * grow + terms @ v_block
+
+
+def only_acc(m, l, acc, s, v_block):  # noqa: E741  rescales acc but not l
+    block_max = s.amax(dim=-1, keepdim=True)
+    shift = torch.where(block_max > m + 4, block_max, m)
+    terms = torch.exp(s - shift)
+    return shift, l + terms.sum(dim=-1, keepdim=True), acc * torch.exp(m - shift) + terms @ v_block
+
+
 @pytest.mark.parametrize(("update", "match"), [
-    (check.lazy_update, "still gives the given step's result"),
-    (check._inverse_factor, "at most 1"),
-    (check._only_acc, "l was summed under the old shift too"),
+    (LESSON["lazy_update"], "still gives the given step's result"),
+    (inverse_factor, "at most 1"),
+    (only_acc, "l was summed under the old shift too"),
     (first_block_nan, "on the first block m is -inf"),
     (overflowing, "inf or NaN"),
     (no_rescale_at_all, "one common shift"),
@@ -228,11 +194,23 @@ def test_fixed_update_rejects_with_the_hint_for_the_mistake(update, match):
     rejects(check.fixed_update, update, match=match)
 
 
-def test_fixed_update_holds_the_lesson_loop_to_plain_attention():
+def test_the_checks_hold_the_lessons_own_loop_and_step():
+    """exposing_input accepts exactly the inputs on which the lesson's loop with its lazy step (as the lesson's cell
+    defines them) is wrong, and fixed_update holds a step to plain attention inside that same loop."""
+    loop, lazy = LESSON["blockwise_loop"], LESSON["lazy_update"]
+    generator = torch.Generator().manual_seed(1)
+    calm = (torch.randn(4, 8, generator=generator).double(), torch.randn(40, 8, generator=generator).double(),
+            torch.randn(40, 3, generator=generator).double())
+    outcomes = []
+    for (q, k, v), block in [(jumping_input(), 2), (calm, 16)]:
+        outcomes.append(not torch.allclose(loop(q, k, v, block, lazy), reference.attention(q, k, v)[0]))
+        if outcomes[-1]:
+            check.exposing_input(q, k, v, block)
+        else:
+            rejects(check.exposing_input, q, k, v, block, match="never moves its shift")
+    assert outcomes == [True, False]  # one input that exposes the lesson's bug, one that does not
     q, k, v = torch.randn(5, 4).double(), torch.randn(11, 4).double(), torch.randn(11, 2).double()
-    from attention_lab import reference
-
-    torch.testing.assert_close(check.blockwise_loop(q, k, v, 3, eager), reference.attention(q, k, v)[0])
+    torch.testing.assert_close(loop(q, k, v, 3, eager), reference.attention(q, k, v)[0])
 
 
 # ---- connected_layout: every pair within 3 layers, at most 5% of the pairs ----

@@ -10,9 +10,10 @@ import pytest
 import torch
 from _check_helpers import accepts, rejects
 
+from attention_lab.analysis import attention_rollout
 from attention_lab.models.tasks import Reversal
 from attention_lab.models.training import evaluate, train
-from attention_lab.models.transformer import TinyTransformer, attention_rollout
+from attention_lab.models.transformer import TinyTransformer
 from attention_lab.teaching.checks import lesson09 as check
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -220,12 +221,7 @@ def test_general_rollout_turns_errors_into_hints():
     rejects(check.general_rollout, rollout_loop(torch.ones(1, 1, 1, 2, 2) / 2, 0.5), match="function itself")
 
 
-# --- every check ----------------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("name", ["pointer_attention", "smallest_head_set", "general_rollout"])
-def test_every_check_is_guarded(name):
-    assert hasattr(getattr(check, name), "__wrapped__"), f"lesson09.{name} is not wrapped with @guard_errors"
-
+# --- every check (that each is guarded: tests/test_checks_guarded.py) -----------------------------------------------
 
 def test_the_stub_of_every_function_exercise_gets_a_hint_not_a_traceback():
     def stub(*args):

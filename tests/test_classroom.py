@@ -6,14 +6,16 @@ import ast
 import copy
 import re
 import runpy
+import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from attention_lab import classroom
-from attention_lab.teaching.classroom import BEGIN_SOLUTION, END_SOLUTION, MarkupError
+from attention_lab.teaching import classroom, solution_markup
+from attention_lab.teaching.lesson_files import resolve_lessons
+from attention_lab.teaching.solution_markup import BEGIN_SOLUTION, END_SOLUTION, MarkupError
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -96,13 +98,13 @@ def _write(nb: nbformat.NotebookNode, path: Path) -> Path:
 
 def test_stub_replaces_region_keeps_indentation_and_surrounding_code():
     source = f"w = ...\nif True:\n    {BEGIN_SOLUTION}\n    w = 1\n    {END_SOLUTION}\nprint(w)"
-    new, count = classroom.strip_solutions(source)
+    new, count = solution_markup.strip_solutions(source)
     assert count == 1
     assert new.split("\n") == [
         "w = ...",
         "if True:",
         "    # YOUR CODE HERE",
-        f"    {classroom.CODE_STUB[1]}",
+        f"    {solution_markup.CODE_STUB[1]}",
         "print(w)",
     ]
     compile(new, "<stub>", "exec")
@@ -111,7 +113,7 @@ def test_stub_replaces_region_keeps_indentation_and_surrounding_code():
 def test_a_value_answer_keeps_its_name_and_helpers_of_the_solution_go():
     source = (f"{BEGIN_SOLUTION}\nrows = 7\nn_scores, n_flops = rows * 12, 2 * rows * 12 * 64\n{END_SOLUTION}\n"
               "print(n_flops)")
-    new, count = classroom.strip_solutions(source, answers={"n_scores"})
+    new, count = solution_markup.strip_solutions(source, answers={"n_scores"})
     assert count == 1
     assert new.split("\n") == ["n_scores = ...  # YOUR CODE HERE", "n_flops = ...  # YOUR CODE HERE",
                                 "print(n_flops)"]  # n_flops: read later in the same cell
@@ -120,7 +122,7 @@ def test_a_value_answer_keeps_its_name_and_helpers_of_the_solution_go():
 def test_a_function_answer_keeps_its_signature_and_docstring():
     source = (f'{BEGIN_SOLUTION}\n@torch.no_grad()\ndef layer_mult_adds(n,\n                    e):\n'
               f'    """Multiply-adds of one layer."""\n    return 4 * n * e * e\n{END_SOLUTION}')
-    new, _ = classroom.strip_solutions(source, answers={"layer_mult_adds"})
+    new, _ = solution_markup.strip_solutions(source, answers={"layer_mult_adds"})
     assert new.split("\n") == [
         "@torch.no_grad()", "def layer_mult_adds(n,", "                    e):",
         '    """Multiply-adds of one layer."""',
@@ -131,26 +133,26 @@ def test_a_function_answer_keeps_its_signature_and_docstring():
 
 def test_a_region_without_a_known_answer_gets_the_plain_stub():
     source = f"{BEGIN_SOLUTION}\nfor i in range(3):\n    total += i\n{END_SOLUTION}"
-    assert classroom.strip_solutions(source, answers={"total"})[0].split("\n") == list(classroom.CODE_STUB)
+    assert solution_markup.strip_solutions(source, answers={"total"})[0].split("\n") == list(solution_markup.CODE_STUB)
 
 
 def test_names_used_ignores_solution_regions_attributes_and_exponents():
     later = [f"check.f(answer, 1e-5, x.e)\n{BEGIN_SOLUTION}\nhelper = 1\n{END_SOLUTION}"]
-    assert classroom.names_used(later) == {"check", "answer", "x"}
+    assert solution_markup.names_used(later) == {"check", "answer", "x"}
 
 
 def test_several_regions_in_one_cell_and_markdown_stub():
     source = f"{BEGIN_SOLUTION}\na = 1\n{END_SOLUTION}\nb = 2\n{BEGIN_SOLUTION}\nc = 3\n{END_SOLUTION}"
-    new, count = classroom.strip_solutions(source)
+    new, count = solution_markup.strip_solutions(source)
     assert count == 2 and "a = 1" not in new and "c = 3" not in new and "b = 2" in new
     prose = f"Why?\n{BEGIN_SOLUTION}\nBecause.\n{END_SOLUTION}"
-    text, count = classroom.strip_solutions(prose, markdown=True)
+    text, count = solution_markup.strip_solutions(prose, markdown=True)
     assert (text, count) == ("Why?\nYOUR ANSWER HERE", 1)
 
 
 def test_a_cell_without_regions_is_unchanged():
     source = "x = 1  # mentions ### BEGIN SOLUTION mid-line\nprint(x)"
-    assert classroom.strip_solutions(source) == (source, 0)
+    assert solution_markup.strip_solutions(source) == (source, 0)
 
 
 @pytest.mark.parametrize(("source", "message"), [
@@ -163,7 +165,7 @@ def test_a_cell_without_regions_is_unchanged():
 ])
 def test_broken_markup_is_refused_rather_than_leaked(source, message):
     with pytest.raises(MarkupError, match=message):
-        classroom.strip_solutions(source, where="lesson.ipynb, cell 3")
+        solution_markup.strip_solutions(source, where="lesson.ipynb, cell 3")
 
 
 # --- a whole notebook ------------------------------------------------------------------------------
@@ -195,7 +197,8 @@ def test_student_notebook_clears_exercise_outputs_keeps_the_rest_and_cleans_meta
     ("from attention_lab.teaching.checks import lesson05", "lesson05.heads(x)", True),
     ("from attention_lab.teaching.checks.lesson01 import (\n    scores_for_query,\n    softmax_weights as sw,\n)",
      "sw(a, q, k, i=0)", True),
-    ("import attention_lab as al", "al.checks.lesson03.layer(m)", True),
+    ("import attention_lab.teaching.checks.lesson03", "attention_lab.teaching.checks.lesson03.layer(m)", True),
+    ("from attention_lab.teaching import checks", "checks.lesson03.layer(m)", True),
     ("import attention_lab as al", "al.scaled_dot_product_attention(q, k, v)", False),
 ])
 def test_check_calls_are_found_under_the_names_a_lesson_imports(imports, call, found):
@@ -230,7 +233,7 @@ def test_lesson_markup_follows_the_convention(lesson):
     check_call = classroom.check_call_pattern(nb)
     assert answers, f"{lesson.name}: no '{BEGIN_SOLUTION}' answer cell"
     for index, cell in enumerate(nb.cells):
-        classroom.solution_regions(cell.source, where=lesson.name)  # balanced, correctly spelt
+        solution_markup.solution_regions(cell.source, where=lesson.name)  # balanced, correctly spelt
         # nbgrader takes ANY line containing "BEGIN SOLUTION" for a delimiter (substring match), so prose
         # or comments that quote the delimiters break `nbgrader generate_assignment`.
         for line in cell.source.split("\n"):
@@ -430,14 +433,23 @@ def test_module_entry_point_defaults_to_every_lesson(tmp_path, monkeypatch, caps
     lessons = sorted(NOTEBOOKS.glob("*.ipynb"))  # again: lessons may have landed since collection
     assert sorted(p.name for p in out.iterdir()) == [p.name for p in lessons]
     assert f"{len(lessons)} written, 0 skipped" in capsys.readouterr().out
-    assert classroom.resolve_lessons([LESSONS[0].stem[:2]]) == [LESSONS[0].resolve()]
-    assert classroom.resolve_lessons([LESSONS[0].name]) == [LESSONS[0].resolve()]
+    assert resolve_lessons([LESSONS[0].stem[:2]]) == [LESSONS[0].resolve()]
+    assert resolve_lessons([LESSONS[0].name]) == [LESSONS[0].resolve()]
+
+
+def test_the_command_line_runs_as_the_docs_show_it():
+    """`python -m attention_lab.teaching.classroom --help` in a fresh interpreter (the module path of the docs)."""
+    done = subprocess.run([sys.executable, "-m", "attention_lab.teaching.classroom", "--help"], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: python -m attention_lab.teaching.classroom") and "student" in done.stdout
+    assert done.stderr == ""
 
 
 def test_lessons_are_found_in_the_checkout_from_any_folder(tmp_path, monkeypatch):
     """Run from a folder without notebooks/ (a teacher's own), the lessons of this checkout are still found."""
     monkeypatch.chdir(tmp_path)
-    assert classroom.resolve_lessons([LESSONS[0].stem[:2]]) == [LESSONS[0].resolve()]
+    assert resolve_lessons([LESSONS[0].stem[:2]]) == [LESSONS[0].resolve()]
 
 
 # --- nbgrader, when a teacher has it --------------------------------------------------------------
@@ -463,8 +475,8 @@ def test_nbgrader_clears_the_same_regions(lesson):
 
 # --- the Chinese editions (notebooks/zh-CN, notebooks/zh-TW): the same guarantees, stubs in their language ----------
 
-from attention_lab.teaching._lesson_files import EDITIONS  # noqa: E402
-from attention_lab.teaching._solution_markup import CODE_STUB, code_stub, text_stub  # noqa: E402
+from attention_lab.teaching.lesson_files import EDITIONS  # noqa: E402
+from attention_lab.teaching.solution_markup import CODE_STUB, code_stub, text_stub  # noqa: E402
 
 EDITION_LESSONS = [pytest.param(p, p.parent.name, id=f"{p.parent.name}-{p.stem[:2]}")
                    for edition in EDITIONS for p in sorted((NOTEBOOKS / edition).glob("*.ipynb"))]
@@ -484,10 +496,10 @@ def test_stubs_come_from_the_package_catalog_in_the_editions_language():
         assert "replace this line" not in error and i18n.translate(
             "replace this line with your answer, then run the check cell below", language) in error
         compile(error, "<stub>", "exec")
-        source, count = classroom.strip_solutions(f"    {BEGIN_SOLUTION}\n    x = 1\n    {END_SOLUTION}",
+        source, count = solution_markup.strip_solutions(f"    {BEGIN_SOLUTION}\n    x = 1\n    {END_SOLUTION}",
                                                   language=language)
         assert count == 1 and source == f"    {comment}\n    {error}"
-        assert classroom.strip_solutions(f"{BEGIN_SOLUTION}\nBecause.\n{END_SOLUTION}", markdown=True,
+        assert solution_markup.strip_solutions(f"{BEGIN_SOLUTION}\nBecause.\n{END_SOLUTION}", markdown=True,
                                          language=language)[0] == text_stub(language)[0] != "YOUR ANSWER HERE"
     assert code_stub() == CODE_STUB == CODE_STUB_EN
 

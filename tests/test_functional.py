@@ -158,26 +158,47 @@ def test_half_precision_fully_masked_row(dtype):
     assert torch.isfinite(out).all() and torch.all(out[2] == 0)
 
 
-def test_gradcheck_fp64():
-    q, k, v = (rand(2, n, 3, dtype=torch.float64).requires_grad_() for n in (4, 5, 5))
+def gradients(fn, *inputs):
+    """fn's output and the gradients of a fixed random weighting of it with respect to each input (fp64)."""
+    inputs = [x.detach().requires_grad_() for x in inputs]
+    out = fn(*inputs)
+    weighting = torch.randn(out.shape, dtype=out.dtype, generator=torch.Generator().manual_seed(3))
+    (out * weighting).sum().backward()
+    return out.detach(), [x.grad for x in inputs]
+
+
+def test_gradients_equal_pytorch_sdpa_with_the_same_mask():
+    q, k, v = (rand(2, n, 3, dtype=torch.float64) for n in (4, 5, 5))
     mask = torch.rand(4, 5) > 0.3
     mask[:, 0] = True
-    assert torch.autograd.gradcheck(lambda a, b, c: al.scaled_dot_product_attention(a, b, c, mask)[0], (q, k, v))
+    ours = gradients(lambda a, b, c: al.scaled_dot_product_attention(a, b, c, mask)[0], q, k, v)
+    theirs = gradients(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, attn_mask=mask), q, k, v)
+    torch.testing.assert_close(ours, theirs, **TOL[torch.float64])
 
 
-def test_gradcheck_non_contiguous_inputs():
+def test_gradients_of_non_contiguous_inputs_equal_those_of_their_contiguous_copies():
     base = rand(3, 6, 2, 5, dtype=torch.float64)
-    q = base[..., 0, :].transpose(0, 1).detach().requires_grad_()  # (6, 3, 5) strided view
-    k = rand(6, 5, 4, dtype=torch.float64).transpose(1, 2).requires_grad_()  # (6, 4, 5)
-    v = rand(6, 4, 7, dtype=torch.float64)[..., ::2].requires_grad_()  # (6, 4, 4)
+    q = base[..., 0, :].transpose(0, 1)  # (6, 3, 5) strided view
+    k = rand(6, 5, 4, dtype=torch.float64).transpose(1, 2)  # (6, 4, 5)
+    v = rand(6, 4, 7, dtype=torch.float64)[..., ::2]  # (6, 4, 4)
     assert not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous())
-    assert torch.autograd.gradcheck(lambda a, b, c: al.scaled_dot_product_attention(a, b, c)[0], (q, k, v))
+    attend = lambda a, b, c: al.scaled_dot_product_attention(a, b, c)[0]
+    strided = gradients(attend, q, k, v)
+    torch.testing.assert_close(strided, gradients(attend, *(t.contiguous() for t in (q, k, v))), rtol=0, atol=0)
+    torch.testing.assert_close(strided, gradients(F.scaled_dot_product_attention, q, k, v), **TOL[torch.float64])
 
 
-def test_gradcheck_masked_softmax_with_empty_row():
-    scores = rand(3, 4, dtype=torch.float64).requires_grad_()
-    mask = torch.tensor([[1, 1, 0, 1], [0, 0, 0, 0], [1, 0, 0, 0]], dtype=torch.bool)
-    assert torch.autograd.gradcheck(lambda s: al.masked_softmax(s, mask), (scores,))
+def test_masked_softmax_gradients_equal_softmax_over_the_allowed_keys_and_are_zero_in_an_empty_row():
+    mask = torch.tensor([[1, 1, 0, 1], [0, 0, 0, 0], [1, 1, 0, 0]], dtype=torch.bool)
+    kept = [0, 2]  # the rows with at least one allowed key
+    scores, weighting = rand(3, 4, dtype=torch.float64).requires_grad_(), rand(3, 4, dtype=torch.float64)
+    out = al.masked_softmax(scores, mask)
+    (out * weighting).sum().backward()
+    plain = scores.detach()[kept].requires_grad_()  # PyTorch's softmax over the allowed keys of the same rows
+    (plain.masked_fill(~mask[kept], float("-inf")).softmax(-1) * weighting[kept]).sum().backward()
+    torch.testing.assert_close(scores.grad[kept], plain.grad, **TOL[torch.float64])
+    assert torch.all(out[1] == 0) and torch.all(scores.grad[1] == 0) and torch.isfinite(scores.grad).all()
+    assert (scores.grad[kept].abs().sum(-1) > 0).all()  # the comparison is not between two zeros
 
 
 def test_dropout_reproducible_under_seed():

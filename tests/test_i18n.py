@@ -49,12 +49,13 @@ def test_a_message_is_rendered_in_the_language_current_when_it_is_shown():
 
 
 def test_values_fill_the_placeholders_with_their_format_specs_and_nested_messages_follow_the_language():
-    english = "row {query} ({token!r}) puts its largest weight, {weight:.2f}, on {best!r}"
-    message = msg(english, query=1, token="cat", weight=0.71828, best="mouse")
-    assert str(message) == "row 1 ('cat') puts its largest weight, 0.72, on 'mouse'"
+    english = ("column {key} ({token!r}) is brightest in row {best}: {best_token!r} gives {token!r} a weight of "
+               "{weight:.2f}")
+    values = {"key": 1, "token": "cat", "best": 4, "best_token": "mouse", "weight": 0.71828}
+    message = msg(english, **values)
+    assert str(message) == "column 1 ('cat') is brightest in row 4: 'mouse' gives 'cat' a weight of 0.72"
     i18n.set_language("zh-CN")
-    assert str(message) == _catalog_string("zh-CN", english).format(query=1, token="cat", weight=0.71828,
-                                                                    best="mouse")
+    assert str(message) == _catalog_string("zh-CN", english).format(**values)
     assert "0.72" in str(message) and "'mouse'" in str(message)
     outer = msg("{what} should be a whole number", what=msg("each entry of the shape"))
     assert str(outer).startswith(_catalog_string("zh-CN", "each entry of the shape"))  # outer has no entry yet

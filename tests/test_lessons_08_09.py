@@ -10,8 +10,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attention_lab.teaching.classroom import solution_regions
 from attention_lab.teaching.lesson_stats import lesson_stats
+from attention_lab.teaching.solution_markup import solution_regions
 
 NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
 LESSONS = [NOTEBOOKS / "08_training_stability.ipynb", NOTEBOOKS / "09_visualizing_attention.ipynb"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attention_lab.teaching.classroom import BEGIN_SOLUTION, END_SOLUTION
+from attention_lab.teaching.solution_markup import BEGIN_SOLUTION, END_SOLUTION
 
 ROOT = Path(__file__).resolve().parent.parent
 MAKE = shutil.which("make")

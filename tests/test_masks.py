@@ -1,5 +1,6 @@
-"""attention_lab.core.masks: every builder and converter against PyTorch (SDPA, nn.MultiheadAttention) and the
-definition; fully padded sequences give zeros (outputs and gradients); the causal mask does not leak."""
+"""attention_lab.core.masks and .mask_conventions: every builder and converter against PyTorch (SDPA,
+nn.MultiheadAttention) and the definition; fully padded sequences give zeros (outputs and gradients); the causal mask
+does not leak."""
 
 import pytest
 import torch
@@ -8,7 +9,7 @@ from _tolerances import TOL
 from torch import nn
 
 import attention_lab as al
-from attention_lab import masks as M
+from attention_lab.core import mask_conventions as C
 
 F64 = TOL[torch.float64]
 F32 = TOL[torch.float32]
@@ -197,11 +198,19 @@ def test_fully_padded_sequence_gives_zeros_in_outputs_and_gradients():
     torch.testing.assert_close(out.detach(), sdpa, **F64)
 
 
-def test_gradcheck_with_padding_mask():
-    q, k, v = (t.requires_grad_() for t in qkv(2, 1, 3, 4, 3))
-    mask = al.as_key_mask(al.padding_mask([2, 4]))
-    assert torch.autograd.gradcheck(lambda q, k, v: al.scaled_dot_product_attention(q, k, v, mask)[0],
-                                    (q, k, v))
+def test_gradients_with_a_padding_mask_equal_pytorch_sdpas_and_skip_the_padded_keys():
+    mask = al.as_key_mask(al.padding_mask([2, 4]))  # (b, 1, 1, j): sequence 0 has two padded keys
+    grads = []
+    for attend in (lambda q, k, v: al.scaled_dot_product_attention(q, k, v, mask)[0],
+                   lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)):
+        torch.manual_seed(0)
+        q, k, v = (t.requires_grad_() for t in qkv(2, 1, 3, 4, 3))
+        (attend(q, k, v) * torch.linspace(-1, 1, 9, dtype=torch.float64).reshape(1, 1, 3, 3)).sum().backward()
+        grads.append([q.grad, k.grad, v.grad])
+    torch.testing.assert_close(grads[0], grads[1], **F64)
+    k_grad, v_grad = grads[0][1:]
+    assert torch.all(k_grad[0, :, 2:] == 0) and torch.all(v_grad[0, :, 2:] == 0)  # padded keys learn nothing
+    assert k_grad[1, :, 2:].abs().sum() > 0
 
 
 # ---------------------------------------------------------------- sliding_window_mask
@@ -272,58 +281,58 @@ def mha():
 def test_from_torch_padding_mask_matches_multiheadattention(mha):
     x = torch.randn(3, 5, 8, dtype=torch.float64)
     key_padding_mask = torch.tensor([[False] * 5, [False, False, True, True, True], [False] * 4 + [True]])
-    ours = M.from_torch_padding_mask(key_padding_mask)
+    ours = C.from_torch_padding_mask(key_padding_mask)
     assert torch.equal(ours, al.padding_mask([5, 2, 4]))
     with torch.no_grad():
         expected, _ = mha(x, x, x, key_padding_mask=key_padding_mask, need_weights=False)
         torch.testing.assert_close(mha_by_hand(mha, x, al.as_key_mask(ours)), expected, **F64)
         # and back: our padding mask drives PyTorch's module
-        got, _ = mha(x, x, x, key_padding_mask=M.to_torch_padding_mask(ours), need_weights=False)
+        got, _ = mha(x, x, x, key_padding_mask=C.to_torch_padding_mask(ours), need_weights=False)
     torch.testing.assert_close(got, expected, **F64)
 
 
 def test_from_torch_attn_mask_2d_and_3d_match_multiheadattention(mha):
     x = torch.randn(2, 4, 8, dtype=torch.float64)
     torch_causal = torch.ones(4, 4, dtype=torch.bool).triu(1)  # True = NOT allowed
-    assert torch.equal(M.from_torch_attn_mask(torch_causal), al.causal_mask(4))
+    assert torch.equal(C.from_torch_attn_mask(torch_causal), al.causal_mask(4))
     per_head = torch.rand(2 * 2, 4, 4) > 0.5  # (b*h, i, j)
     per_head[..., 0] = False  # keep every row non-empty (MHA gives NaN for empty rows)
-    ours = M.from_torch_attn_mask(per_head, num_heads=2)
+    ours = C.from_torch_attn_mask(per_head, num_heads=2)
     assert ours.shape == (2, 2, 4, 4)
     assert torch.equal(ours[1, 0], ~per_head[2])  # batch-major: row b*h + h'
-    assert M.from_torch_attn_mask(per_head).shape == (4, 4, 4)
+    assert C.from_torch_attn_mask(per_head).shape == (4, 4, 4)
     with torch.no_grad():
         expected, _ = mha(x, x, x, attn_mask=per_head, need_weights=False)
         torch.testing.assert_close(mha_by_hand(mha, x, ours), expected, **F64)
-        got, _ = mha(x, x, x, attn_mask=M.to_torch_attn_mask(ours, num_heads=2), need_weights=False)
+        got, _ = mha(x, x, x, attn_mask=C.to_torch_attn_mask(ours, num_heads=2), need_weights=False)
         torch.testing.assert_close(got, expected, **F64)
         causal_expected, _ = mha(x, x, x, attn_mask=torch_causal, need_weights=False)
-        got, _ = mha(x, x, x, attn_mask=M.to_torch_attn_mask(al.causal_mask(4)), need_weights=False)
+        got, _ = mha(x, x, x, attn_mask=C.to_torch_attn_mask(al.causal_mask(4)), need_weights=False)
     torch.testing.assert_close(got, causal_expected, **F64)
 
 
 def test_to_torch_attn_mask_broadcasts_a_head_axis_of_one():
     m = al.combine_masks(al.causal_mask(3), al.as_key_mask(al.padding_mask([3, 2])))  # (b, 1, i, j)
-    folded = M.to_torch_attn_mask(m, num_heads=4)
+    folded = C.to_torch_attn_mask(m, num_heads=4)
     assert folded.shape == (8, 3, 3)
-    assert torch.equal(M.from_torch_attn_mask(folded, num_heads=4), m.expand(2, 4, 3, 3))
+    assert torch.equal(C.from_torch_attn_mask(folded, num_heads=4), m.expand(2, 4, 3, 3))
 
 
 def test_float_torch_masks_are_additive(mha):
-    additive = M.to_additive_mask(al.causal_mask(4), torch.float64)
-    assert torch.equal(M.from_torch_attn_mask(additive), al.causal_mask(4))
+    additive = C.to_additive_mask(al.causal_mask(4), torch.float64)
+    assert torch.equal(C.from_torch_attn_mask(additive), al.causal_mask(4))
     kpm = torch.tensor([[0.0, 0.0, float("-inf")]])
-    assert M.from_torch_padding_mask(kpm).tolist() == [[True, True, False]]
+    assert C.from_torch_padding_mask(kpm).tolist() == [[True, True, False]]
 
 
 @pytest.mark.parametrize("fn,arg,num_heads,match", [
-    (M.from_torch_attn_mask, torch.zeros(1, 1, 2, 2, dtype=torch.bool), None, "2-D or 3-D.*4-D tensor"),
-    (M.from_torch_attn_mask, torch.zeros(5, 2, 2, dtype=torch.bool), 2, "multiple of num_heads=2.*\\(5, 2, 2\\)"),
-    (M.to_torch_attn_mask, torch.zeros(2, 2, 2, dtype=torch.bool), None, "2-D or 4-D.*3-D tensor"),
-    (M.to_torch_attn_mask, torch.zeros(1, 1, 2, 2, dtype=torch.bool), None, "needs num_heads"),
-    (M.to_torch_attn_mask, torch.zeros(1, 3, 2, 2, dtype=torch.bool), 2, "head dimension must be 1 or num_heads=2"),
-    (M.from_torch_padding_mask, torch.zeros(2, 1, 3, dtype=torch.bool), None, "1-D or 2-D.*3-D tensor"),
-    (M.to_torch_padding_mask, torch.zeros(2, 1, 3, dtype=torch.bool), None, "1-D or 2-D.*3-D tensor"),
+    (C.from_torch_attn_mask, torch.zeros(1, 1, 2, 2, dtype=torch.bool), None, "2-D or 3-D.*4-D tensor"),
+    (C.from_torch_attn_mask, torch.zeros(5, 2, 2, dtype=torch.bool), 2, "multiple of num_heads=2.*\\(5, 2, 2\\)"),
+    (C.to_torch_attn_mask, torch.zeros(2, 2, 2, dtype=torch.bool), None, "2-D or 4-D.*3-D tensor"),
+    (C.to_torch_attn_mask, torch.zeros(1, 1, 2, 2, dtype=torch.bool), None, "needs num_heads"),
+    (C.to_torch_attn_mask, torch.zeros(1, 3, 2, 2, dtype=torch.bool), 2, "head dimension must be 1 or num_heads=2"),
+    (C.from_torch_padding_mask, torch.zeros(2, 1, 3, dtype=torch.bool), None, "1-D or 2-D.*3-D tensor"),
+    (C.to_torch_padding_mask, torch.zeros(2, 1, 3, dtype=torch.bool), None, "1-D or 2-D.*3-D tensor"),
 ])
 def test_converters_refuse_wrong_dimensions(fn, arg, num_heads, match):
     with pytest.raises(ValueError, match=fn.__name__ + "\\(\\): .*" + match):
@@ -332,7 +341,7 @@ def test_converters_refuse_wrong_dimensions(fn, arg, num_heads, match):
 
 def test_converters_refuse_integer_torch_masks():
     with pytest.raises(TypeError, match="from_torch_padding_mask\\(\\): key_padding_mask must be a bool"):
-        M.from_torch_padding_mask(torch.zeros(2, 3, dtype=torch.long))
+        C.from_torch_padding_mask(torch.zeros(2, 3, dtype=torch.long))
 
 
 # ---------------------------------------------------------------- additive and 0/1 masks
@@ -341,7 +350,7 @@ def test_converters_refuse_integer_torch_masks():
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
 def test_to_additive_mask_values_and_sdpa(dtype):
     m = al.sliding_window_mask(5, 2, causal=True)
-    add = M.to_additive_mask(m, dtype)
+    add = C.to_additive_mask(m, dtype)
     assert add.dtype == dtype
     assert torch.all(add[m] == 0) and torch.all(add[~m] == float("-inf"))
     q, k, v = (t.to(dtype) for t in qkv(1, 2, 5, 5))
@@ -355,21 +364,21 @@ def test_minus_1e9_overflows_in_fp16_while_minus_inf_works():
     scores = torch.zeros(3, dtype=torch.float16)
     with pytest.raises(RuntimeError, match="overflow"):
         scores.masked_fill(torch.tensor([True, False, False]), -1e9)
-    assert M.to_additive_mask(torch.tensor([False, True, True]), torch.float16)[0] == float("-inf")
+    assert C.to_additive_mask(torch.tensor([False, True, True]), torch.float16)[0] == float("-inf")
 
 
 def test_to_additive_mask_bad_dtype():
     with pytest.raises(TypeError, match="to_additive_mask\\(\\): dtype must be a floating torch.dtype"):
-        M.to_additive_mask(al.causal_mask(2), torch.int64)
+        C.to_additive_mask(al.causal_mask(2), torch.int64)
 
 
 def test_from_additive_mask_round_trip_and_refuses_other_values():
     m = al.causal_mask(3, 5)
-    assert torch.equal(M.from_additive_mask(M.to_additive_mask(m)), m)
+    assert torch.equal(C.from_additive_mask(C.to_additive_mask(m)), m)
     with pytest.raises(ValueError, match="from_additive_mask\\(\\): .*only 0.0 and -inf.*-1000000000.0"):
-        M.from_additive_mask(torch.tensor([0.0, -1e9]))
+        C.from_additive_mask(torch.tensor([0.0, -1e9]))
     with pytest.raises(TypeError, match="floating"):
-        M.from_additive_mask(torch.tensor([0, 1]))
+        C.from_additive_mask(torch.tensor([0, 1]))
 
 
 @pytest.mark.parametrize("dtype", [torch.long, torch.int32, torch.float32, torch.uint8, torch.bool])
@@ -377,7 +386,7 @@ def test_from_keep_ones_matches_masked_fill_style(dtype):
     keep = (torch.rand(2, 1, 4, 6) > 0.4)
     keep[..., 0] = True  # no empty rows: with -1e9 an empty row is uniform, not zero
     old_style = keep.to(dtype)
-    ours = M.from_keep_ones(old_style)
+    ours = C.from_keep_ones(old_style)
     assert ours.dtype == torch.bool and torch.equal(ours, keep)
     q, k, v = qkv(2, 3, 4, 6)
     scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
@@ -387,15 +396,15 @@ def test_from_keep_ones_matches_masked_fill_style(dtype):
 
 def test_from_keep_ones_refuses_other_values():
     with pytest.raises(ValueError, match="from_keep_ones\\(\\): expected a 0/1 mask.*\\[0, 2\\]"):
-        M.from_keep_ones(torch.tensor([0, 2]))
+        C.from_keep_ones(torch.tensor([0, 2]))
     with pytest.raises(ValueError, match="from_additive_mask"):
-        M.from_keep_ones(torch.tensor([0.0, float("-inf")]))
+        C.from_keep_ones(torch.tensor([0.0, float("-inf")]))
 
 
 def test_converters_never_modify_their_input():
     m = al.causal_mask(4)
     before = m.clone()
-    for fn in (M.to_torch_padding_mask, M.to_torch_attn_mask, M.to_additive_mask, M.from_keep_ones):
+    for fn in (C.to_torch_padding_mask, C.to_torch_attn_mask, C.to_additive_mask, C.from_keep_ones):
         out = fn(m)
         assert out.data_ptr() != m.data_ptr()
     assert torch.equal(m, before)

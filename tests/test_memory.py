@@ -8,15 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attention_lab.measure.memory import (
-    AttentionMemory,
-    _CpuSession,
-    attention_memory_bytes,
-    available_memory_bytes,
-    format_bytes,
-    measure_peak_memory,
-    memory_report,
-)
+from attention_lab.measure.cost import attention_memory_bytes
+from attention_lab.measure.memory import format_bytes, measure_peak_memory
+from attention_lab.measure.memory_report import available_memory_bytes, memory_report
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="no CUDA device here: the CUDA branch runs only on a machine with a GPU")
@@ -33,51 +27,6 @@ def naive_attention_one_expression(q, k, v):
     return (q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5).softmax(dim=-1) @ v  # (b, h, i, d)
 
 
-# ---- attention_memory_bytes ----
-
-
-@pytest.mark.parametrize(("dtype", "item"), [(torch.float32, 4), (torch.float16, 2), (torch.bfloat16, 2),
-                                             (torch.float64, 8)])
-def test_attention_memory_bytes_matches_hand_arithmetic(dtype, item):
-    m = attention_memory_bytes(6, 10, head_dim=3, num_heads=2, batch=5, dtype=dtype)
-    assert m.q == 5 * 2 * 6 * 3 * item
-    assert m.k == m.v == 5 * 2 * 10 * 3 * item
-    assert m.scores == m.weights == 5 * 2 * 6 * 10 * item
-    assert m.output == 5 * 2 * 6 * 3 * item
-    assert m.qkv == m.q + m.k + m.v
-    assert m.total == m.qkv + m.scores + m.weights + m.output
-    assert m.naive_peak == m.scores + m.weights + m.output
-
-
-def test_the_numbers_lesson_06_quotes():
-    assert attention_memory_bytes(2048, head_dim=64).weights == 16 * 2**20  # one n x n float32 matrix at n = 2048
-    assert attention_memory_bytes(512, head_dim=64).weights // FLOAT32 == 262_144  # 512^2 similarity scores
-    assert attention_memory_bytes(100, head_dim=8).qkv == 3 * 100 * 8 * FLOAT32  # 3 * n * d values per head
-
-
-def test_attention_memory_defaults_to_square_and_prints_a_table():
-    m = attention_memory_bytes(4, head_dim=2)
-    assert m == attention_memory_bytes(4, 4, head_dim=2)
-    assert isinstance(m, AttentionMemory)
-    assert m.as_dict() == {"q": 32, "k": 32, "v": 32, "scores": 64, "weights": 64, "output": 32}
-    assert "weights: 64 B" in str(m)
-
-
-@pytest.mark.parametrize(("kwargs", "error", "match"), [
-    ({"n_queries": 0, "head_dim": 4}, ValueError, r"attention_memory_bytes\(\): n_queries must be >= 1"),
-    ({"n_queries": -3, "head_dim": 4}, ValueError, "n_queries must be >= 1"),
-    ({"n_queries": 4, "n_keys": 0, "head_dim": 4}, ValueError, "n_keys must be >= 1"),
-    ({"n_queries": 4, "head_dim": 0}, ValueError, "head_dim must be >= 1"),
-    ({"n_queries": 4, "head_dim": 4, "num_heads": 0}, ValueError, "num_heads must be >= 1"),
-    ({"n_queries": 4, "head_dim": 4, "batch": 0}, ValueError, "batch must be >= 1"),
-    ({"n_queries": 4.0, "head_dim": 4}, TypeError, "n_queries must be an int"),
-    ({"n_queries": 4, "head_dim": 4, "dtype": "float32"}, TypeError, "dtype must be a torch.dtype"),
-])
-def test_attention_memory_bytes_rejects_bad_input(kwargs, error, match):
-    with pytest.raises(error, match=match):
-        attention_memory_bytes(**kwargs)
-
-
 def test_format_bytes():
     assert format_bytes(512) == "512 B"
     assert format_bytes(1536) == "1.50 KiB"
@@ -86,6 +35,14 @@ def test_format_bytes():
 
 
 # ---- measure_peak_memory on the CPU: exact ----
+
+
+def assert_no_measurement_left_open():
+    """No profiler runs now, and one more measurement is exact and leaves none running: a meter that a failed or
+    nested measurement left open would restart the profiler when the next measurement ends."""
+    assert not torch.autograd.profiler._is_profiler_enabled
+    assert measure_peak_memory(torch.empty, 10).peak_bytes == 40
+    assert not torch.autograd.profiler._is_profiler_enabled
 
 
 def test_one_tensor():
@@ -173,7 +130,7 @@ def test_nested_measurements_are_both_exact():
     assert r.result.peak_bytes == r.result.retained_bytes == 2000
     assert r.peak_bytes == 7000
     assert r.retained_bytes == 2000
-    assert not _CpuSession.meters and _CpuSession.profiler is None
+    assert_no_measurement_left_open()
 
 
 def test_peak_inside_a_nested_measurement_counts_for_the_outer_one():
@@ -193,9 +150,7 @@ def test_an_exception_in_fn_propagates_and_stops_the_profiler():
 
     with pytest.raises(RuntimeError, match="boom from fn"):
         measure_peak_memory(boom, device="cpu")
-    assert not torch.autograd.profiler._is_profiler_enabled
-    assert not _CpuSession.meters and _CpuSession.profiler is None
-    assert measure_peak_memory(torch.empty, 10).peak_bytes == 40  # and the meter still works
+    assert_no_measurement_left_open()
 
 
 def test_an_exception_in_a_nested_fn_leaves_the_outer_measurement_running():
@@ -214,8 +169,7 @@ def test_a_running_user_profiler_is_a_clear_error_and_is_left_running():
             measure_peak_memory(torch.empty, 10, device="cpu")
         torch.ones(3).sum()
     assert any(e.name == "aten::sum" for e in prof.events())  # the learner's profile still recorded
-    assert not _CpuSession.meters and _CpuSession.profiler is None
-    assert measure_peak_memory(torch.empty, 10).peak_bytes == 40
+    assert_no_measurement_left_open()
 
 
 def test_profiler_chatter_is_filtered_but_other_stderr_passes(capfd):

@@ -115,7 +115,7 @@ def _without_comment(line):
 def solution_lines(source):
     """The lines of a cell's solution regions that could give the answer away: not blank, not a comment, not an
     import, not trivial (``pass``, ``...``, a bare name)."""
-    from attention_lab.teaching.classroom import solution_regions
+    from attention_lab.teaching.solution_markup import solution_regions
 
     lines = []
     for region in solution_regions(source):
@@ -285,7 +285,7 @@ def test_an_open_deep_dive_or_one_the_student_copy_opens_is_found(monkeypatch):
     assert "is not collapsed" in deep_dive_problems(_synthetic(open_deep_dive=True))[0]
     from attention_lab.teaching import classroom
 
-    monkeypatch.setattr(classroom, "_KEPT_CELL_METADATA", ("tags",))
+    monkeypatch.setattr(classroom, "KEPT_CELL_METADATA", ("tags",))
     assert "student copy drops" in deep_dive_problems(_synthetic())[0]
 
 

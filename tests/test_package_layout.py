@@ -3,6 +3,8 @@ lazy import inside a function counts too: only plotting imports matplotlib, and 
 
 import ast
 import functools
+import importlib
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,16 +19,19 @@ ALLOWED = {
     "reference": {"_validation"},
     "runtime": {"_validation"},
     "i18n": {"_validation"},  # the language of messages: a bottom layer every other part may use
+    "analysis": {"_validation"},
     "core": {"_validation"},
     "efficient": {"_validation", "core"},
     "generation": {"_validation", "core"},
-    "measure": {"_validation", "core", "efficient"},
-    "models": {"_validation", "core", "efficient", "generation", "measure"},
-    "teaching": {"_validation", "core", "efficient", "generation", "measure", "models", "reference", "runtime"},
-    "plotting": {"_validation", "core", "efficient", "generation", "measure", "models", "reference", "runtime"},
+    "models": {"_validation", "core", "efficient", "generation"},
+    "measure": {"_validation", "core", "efficient", "models"},
+    "teaching": {"_validation", "analysis", "core", "efficient", "generation", "measure", "models", "reference",
+                 "runtime"},
+    "plotting": {"_validation", "analysis", "core", "efficient", "generation", "measure", "models", "reference",
+                 "runtime"},
     "__init__": {"_validation", "core", "efficient", "generation", "reference", "runtime"},
 }
-for _part_name in ALLOWED.keys() - {"_validation", "reference", "runtime", "i18n"}:
+for _part_name in ALLOWED.keys() - {"_validation", "reference", "runtime", "i18n", "analysis"}:
     ALLOWED[_part_name] = ALLOWED[_part_name] | {"i18n"}
 
 
@@ -36,11 +41,12 @@ def _part(path: Path) -> str:
     return rel[0]
 
 
-def imported_modules(path: Path) -> set[str]:
-    """Dotted names of every module ``path`` imports (relative imports resolved), at any depth in the file."""
+def imported_modules(path: Path, source: str | None = None) -> set[str]:
+    """Dotted names of every module ``path`` (or ``source``, read as if it were that file) imports, relative imports
+    resolved, at any depth in the file."""
     package = ["attention_lab", *path.relative_to(PACKAGE).parent.parts]
     names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8") if source is None else source)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -91,8 +97,30 @@ def test_only_plotting_imports_matplotlib_and_nothing_imports_plotting():
 
 def test_the_import_reader_resolves_relative_imports():
     # the reader itself must see what the tests above rely on: relative, absolute and in-function imports
-    module = PACKAGE / "measure" / "bench.py"
-    names = imported_modules(module)
-    assert "attention_lab.core.functional" in names and "attention_lab.measure.memory" in names
-    source = PACKAGE / "plotting" / "_cost.py"
-    assert "attention_lab.measure.bench" in imported_modules(source)  # imported inside a function there
+    source = ("from .memory import measure_peak_memory\nfrom ..models import tasks\nimport attention_lab.core.masks\n"
+              "def f():\n    from ..plotting._base import WEIGHTS_CMAP\n    import matplotlib.pyplot\n")
+    names = imported_modules(PACKAGE / "measure" / "example.py", source)
+    assert names == {"attention_lab.measure.memory", "attention_lab.models",
+                     "attention_lab.core.masks", "attention_lab.plotting._base", "matplotlib.pyplot"}
+
+
+def test_the_parts_form_layers_without_a_loop():
+    # each part may import only parts below it: a topological order of ALLOWED exists, and the edges seen obey it
+    order, left = [], {part: set(needs) for part, needs in ALLOWED.items()}
+    while left:
+        ready = sorted(part for part, needs in left.items() if needs <= set(order))
+        assert ready, f"the allowed imports loop between {sorted(left)}"
+        order += ready
+        for part in ready:
+            del left[part]
+    seen = {(_part(path), other) for path, found in _edges().items() for other in found - {"matplotlib"}}
+    assert all(order.index(other) < order.index(part) for part, other in seen)
+
+
+@pytest.mark.parametrize("short", ["model", "training", "classroom", "checks", "memory", "bench", "masks"])
+def test_every_module_has_one_import_path(short):
+    # the folder path is the only one: no alias finder, no lazy module attributes on the package
+    assert not any(type(finder).__module__.startswith("attention_lab") for finder in sys.meta_path)
+    with pytest.raises(ModuleNotFoundError, match=f"No module named 'attention_lab.{short}'"):
+        importlib.import_module(f"attention_lab.{short}")
+    assert not hasattr(attention_lab, short)

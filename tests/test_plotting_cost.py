@@ -1,12 +1,13 @@
 """Plots of cost against the sequence length (lesson 06): time with its fitted log-log slope, peak memory with the
 arithmetic's prediction, and both panels from a sweep's rows."""
 
+import csv
 import io
 
 import pytest
 
-from attention_lab.measure.bench import BenchRow, read_csv, write_csv
-from attention_lab.measure.memory import attention_memory_bytes
+from attention_lab.measure.cost import attention_memory_bytes
+from attention_lab.measure.results import read_results
 from attention_lab.plotting import plot_bench, plot_memory_vs_length, plot_time_vs_length
 
 
@@ -31,20 +32,25 @@ def test_plot_memory_vs_length_draws_measured_and_predicted():
     assert "arithmetic" in [t.get_text() for t in ax.get_legend().get_texts()]
 
 
-def _rows() -> list[BenchRow]:
-    """Two variants at three lengths, as run_sweep returns them: the naive one quadratic, the other linear."""
+def _rows() -> list[dict[str, str]]:
+    """Two variants at three lengths, as a CSV of benchmarks/cost_of_attention.py holds them: the naive one
+    quadratic, the other linear."""
     rows = []
     for n in (128, 256, 512):
         for variant, ms, peak in (("naive", 1e-4 * n**2, 8 * n**2), ("fused", 0.01 * n, 1024 * n)):
-            rows.append(BenchRow(variant=variant, n=n, batch=1, heads=1, head_dim=8, threads=1, median_ms=ms,
-                                 iqr_ms=0.0, gflops=1.0, share_of_matmul_peak=0.5, peak_bytes=peak))
+            rows.append({"n": str(n), "variant": variant, "fastest_ms": str(ms), "peak_bytes": str(peak),
+                         "machine": "a laptop", "threads": "1", "torch": "2.13.0", "date": "2026-12-01",
+                         "load": "0.5"})
     return rows
 
 
 def test_plot_bench_draws_time_and_memory_per_variant(tmp_path):
     path = tmp_path / "cost.csv"
-    write_csv(_rows(), str(path))
-    fig = plot_bench(read_csv(str(path)))  # what a reader of `python -m attention_lab.measure.bench --csv` does
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(_rows()[0]))
+        writer.writeheader()
+        writer.writerows(_rows())
+    fig = plot_bench(read_results(path).rows)  # what a reader of `benchmarks/cost_of_attention.py --csv` does
     time_ax, memory_ax = fig.axes
     assert [t.get_text() for t in time_ax.get_legend().get_texts()] == ["naive (slope 2.00)", "fused (slope 1.00)"]
     assert memory_ax.get_ylabel() == "peak memory (MiB)"
@@ -52,5 +58,5 @@ def test_plot_bench_draws_time_and_memory_per_variant(tmp_path):
     fig.savefig(io.BytesIO(), format="png")
     with pytest.raises(ValueError, match="at least one row"):
         plot_bench([])
-    with pytest.raises(ValueError, match="variant 'fused' lacks some lengths"):
+    with pytest.raises(ValueError, match=r"every variant at every length \[128, 256, 512\], got 'fused' at \[128, "):
         plot_bench(_rows()[:-1])

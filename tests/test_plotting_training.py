@@ -1,5 +1,5 @@
-"""Plots of training runs (lesson 08: curves per metric, gradient norm per layer) and of a trained model's attention
-(lesson 09: rollout panels, the interactive explorer)."""
+"""Plots of training runs (lesson 08: curves per metric, per-step values recorded outside a History, gradient norm
+per layer) and of a trained model's attention (lesson 09: rollout panels, the interactive explorer)."""
 
 import matplotlib.pyplot as plt
 import pytest
@@ -7,10 +7,10 @@ import torch
 from matplotlib.figure import Figure
 
 from attention_lab import plotting
+from attention_lab.analysis import attention_rollout
 from attention_lab.models.tasks import Reversal
 from attention_lab.models.training import History
-from attention_lab.models.transformer import TinyTransformer, attention_rollout
-from attention_lab.plotting import _trained_attention
+from attention_lab.models.transformer import TinyTransformer
 
 
 def model(layers=2, heads=2, d_model=12, vocab=7, max_len=9, seed=0):
@@ -104,22 +104,68 @@ def test_attention_explorer_builds_and_redraws(capsys):
 
 def test_attention_explorer_titles_and_ticks_count_from_zero_and_name_the_token(monkeypatch):
     pytest.importorskip("ipywidgets")
-    drawn = []
-    monkeypatch.setattr(_trained_attention, "plot_attention", lambda weights, rows, cols, title: drawn.append(
-        (weights.clone(), rows, cols, title)) or "figure")
+    import IPython.display
+
+    drawn = []  # what the view displays: the figure of one layer and head
+    monkeypatch.setattr(IPython.display, "display", lambda figure: drawn.append(figure))
     task = Reversal(seq_len=5, n_symbols=7)
     m = model(max_len=5)
     tokens = torch.tensor([3, 1, 4, 1, 5])  # the digit 1 twice: only the position tells the two apart
     view = plotting.attention_explorer(m, task, tokens, layer=1, head=1)
     _, attention = m(tokens[None], return_attention=True)
-    weights, rows, cols, title = drawn[-1]
+
+    def shown(figure):
+        ax = figure.axes[0]
+        return (ax.get_title(), [t.get_text() for t in ax.get_yticklabels()],
+                [t.get_text() for t in ax.get_xticklabels()], torch.tensor(ax.images[0].get_array()))
+
+    title, rows, cols, weights = shown(drawn[-1])
     assert title == "layer 1, head 1"
     assert rows == cols == ["0:3", "1:1", "2:4", "3:1", "4:5"]
-    assert torch.equal(weights, attention[1, 0, 1])
+    assert torch.allclose(weights, attention[1, 0, 1])
     view.children[0].children[0].value = 0  # the layer slider
-    assert drawn[-1][3] == "layer 0, head 1" and torch.equal(drawn[-1][0], attention[0, 0, 1])
+    title, _, _, weights = shown(drawn[-1])
+    assert title == "layer 0, head 1" and torch.allclose(weights, attention[0, 0, 1])
 
 
 def test_position_labels():
     assert plotting.position_labels(["3", "1", "->1"]) == ["0:3", "1:1", "2:->1"]
     assert plotting.position_labels([]) == []
+
+
+# ---- plot_steps: per-step values recorded outside a History, drawn the way plot_metric draws one ----
+
+def _history(values):
+    steps = len(values)
+    return History(step=list(range(steps)), loss=list(values), accuracy=[0.5] * steps, lr=[0.1] * steps,
+                   grad_norm=[1.0] * steps, clipped_grad_norm=[1.0] * steps, weight_norm=[3.0] * steps,
+                   seconds=[0.1] * steps, layer_grad_norm={})
+
+
+def test_plot_steps_draws_one_colour_per_run_and_one_line_per_seed():
+    fig = plotting.plot_steps({"post-LN": [[1.0, 0.5, 0.1], [1.0, 0.4, 0.2]], "pre-LN": [0.9, 0.8, 0.7]},
+                              ylabel="input signal", title="demo")
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "input signal" and ax.get_xlabel() == "training step" and ax.get_title() == "demo"
+    assert len(ax.lines) == 3
+    assert ax.lines[0].get_color() == ax.lines[1].get_color() != ax.lines[2].get_color()
+    assert list(ax.lines[2].get_ydata()) == [0.9, 0.8, 0.7] and list(ax.lines[2].get_xdata()) == [0, 1, 2]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["post-LN", "pre-LN"]
+    assert ax.get_yscale() == "linear"
+    assert plotting.plot_steps({"a": [1.0, 0.1]}, ylabel="x", log=True).axes[0].get_yscale() == "log"
+
+
+def test_plot_steps_draws_what_plot_metric_draws_for_the_same_numbers():
+    values = [2.0, 1.0, 0.5, 0.25]
+    by_metric = plotting.plot_metric({"run a": [_history(values), _history(values[::-1])]}, "loss").axes[0]
+    by_steps = plotting.plot_steps({"run a": [values, values[::-1]]}, ylabel="loss", log=True).axes[0]
+    for a, b in zip(by_metric.lines, by_steps.lines):
+        assert list(a.get_xdata()) == list(b.get_xdata()) and list(a.get_ydata()) == list(b.get_ydata())
+        assert (a.get_color(), a.get_linestyle()) == (b.get_color(), b.get_linestyle())
+
+
+@pytest.mark.parametrize("bad", [{}, [1.0, 2.0], {"a": []}, {"a": ["x", "y"]}, {"a": [[1.0], []]},
+                                 {"a": torch.ones(3)}])
+def test_plot_steps_rejects_what_it_cannot_draw(bad):
+    with pytest.raises(TypeError, match=r"plot_steps\(\): expected"):
+        plotting.plot_steps(bad, ylabel="x")

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from attention_lab.models.tasks import IGNORE_INDEX, PointerLookup, Reversal, Sorting, make_generator, make_task
+from attention_lab.models.tasks import IGNORE_INDEX, PointerLookup, Reversal, Sorting, make_generator
 
 ALL = [Reversal(seq_len=7, n_symbols=5), Sorting(seq_len=6, n_symbols=9), PointerLookup(seq_len=9, n_symbols=4)]
 
@@ -56,14 +56,6 @@ def test_a_seed_fixes_the_batches_and_the_global_rng_is_untouched(task):
     g = make_generator(3)
     first, second = task.sample(16, generator=g), task.sample(16, generator=g)
     assert torch.equal(first[0], a[0]) and not torch.equal(second[0], first[0])  # one stream, fresh batches
-
-
-def test_make_task_by_name():
-    assert make_task("reversal", seq_len=4) == Reversal(seq_len=4)
-    assert isinstance(make_task("sorting"), Sorting)
-    assert isinstance(make_task("pointer", n_symbols=3), PointerLookup)
-    with pytest.raises(ValueError, match=r"make_task\(\): name must be one of .*got name='copy'"):
-        make_task("copy")
 
 
 def test_bad_inputs_get_clear_errors():

@@ -6,8 +6,9 @@ import pytest
 import torch
 from torch import nn
 
+from attention_lab.models.schedule import warmup_schedule
 from attention_lab.models.tasks import IGNORE_INDEX, PointerLookup, Reversal
-from attention_lab.models.training import History, evaluate, make_optimizer, train, warmup_schedule
+from attention_lab.models.training import History, evaluate, make_optimizer, train
 from attention_lab.models.transformer import TinyTransformer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -1,33 +1,14 @@
-"""Attention masks: builders and converters between conventions.
+"""Attention masks: the builders.
 
 Inside ``attention_lab`` a mask is a bool tensor and ``True`` means "this query may attend to this key",
-the convention of ``F.scaled_dot_product_attention`` and FlexAttention. Other conventions enter and leave
-only through the converters in this table, whose names say which way they go:
-
-================================  ================================  ===============================
-other convention                  into ours (True = may attend)     out of ours
-================================  ================================  ===============================
-``nn.MultiheadAttention``         :func:`from_torch_padding_mask`   :func:`to_torch_padding_mask`
-``key_padding_mask`` (b, j),
-True = ignore this key
-``nn.MultiheadAttention``         :func:`from_torch_attn_mask`      :func:`to_torch_attn_mask`
-``attn_mask`` (i, j) or
-(b*h, i, j), True = NOT allowed
-additive float mask,              :func:`from_additive_mask`        :func:`to_additive_mask`
-0 = keep, -inf = remove
-``masked_fill(mask == 0, -1e9)``  :func:`from_keep_ones`            ``mask.long()``
-0/1 mask, 1 = keep
-================================  ================================  ===============================
-
-Converters never change a mask's shape (except :func:`from_torch_attn_mask` / :func:`to_torch_attn_mask`,
-which unfold / fold PyTorch's ``(b*h, i, j)`` layout when given ``num_heads``) and never modify their input.
+the convention of ``F.scaled_dot_product_attention`` and FlexAttention. Other conventions (PyTorch's
+``key_padding_mask`` and ``attn_mask``, additive float masks, 0/1 masks) enter and leave only through the named
+converters of :mod:`attention_lab.core.mask_conventions`.
 
 Builders: :func:`causal_mask`, :func:`padding_mask` (+ :func:`as_key_mask`), :func:`sliding_window_mask`;
 :func:`expand_mask` broadcasts an ``(i, j)`` mask to ``(b, h, i, j)`` without copying, and
-:func:`combine_masks` intersects masks (a key must be allowed by all of them).
-
-The builders are defined here; the converters live in ``_mask_conventions`` (their checks in ``_mask_checks``) and are
-imported from here.
+:func:`combine_masks` intersects masks (a key must be allowed by all of them). The check that a mask is bool, which
+builders and converters share, is in ``_mask_checks``.
 """
 
 from __future__ import annotations
@@ -37,32 +18,9 @@ from collections.abc import Sequence
 import torch
 
 from .._validation import check_bool, check_positive_int, fail
-from ._mask_checks import _check_bool_mask
-from ._mask_conventions import (
-    from_additive_mask,
-    from_keep_ones,
-    from_torch_attn_mask,
-    from_torch_padding_mask,
-    to_additive_mask,
-    to_torch_attn_mask,
-    to_torch_padding_mask,
-)
+from ._mask_checks import check_bool_mask
 
-__all__ = [
-    "as_key_mask",
-    "causal_mask",
-    "combine_masks",
-    "expand_mask",
-    "from_additive_mask",
-    "from_keep_ones",
-    "from_torch_attn_mask",
-    "from_torch_padding_mask",
-    "padding_mask",
-    "sliding_window_mask",
-    "to_additive_mask",
-    "to_torch_attn_mask",
-    "to_torch_padding_mask",
-]
+__all__ = ["as_key_mask", "causal_mask", "combine_masks", "expand_mask", "padding_mask", "sliding_window_mask"]
 
 
 def causal_mask(n_queries: int, n_keys: int | None = None, *, device: torch.device | str | None = None
@@ -136,7 +94,7 @@ def as_key_mask(mask: torch.Tensor) -> torch.Tensor:
 
     Shape: bool ``(b, j)`` -> bool ``(b, 1, 1, j)``.
     """
-    mask = _check_bool_mask("as_key_mask", mask, dims=(2,), hint=" (b, j), e.g. from padding_mask()")
+    mask = check_bool_mask("as_key_mask", mask, dims=(2,), hint=" (b, j), e.g. from padding_mask()")
     return mask[:, None, None, :]  # (b, 1, 1, j)
 
 
@@ -183,7 +141,7 @@ def expand_mask(mask: torch.Tensor, batch: int, heads: int) -> torch.Tensor:
     Shape: bool ``(i, j)`` -> bool ``(b, h, i, j)``.
     """
     fn = "expand_mask"
-    mask = _check_bool_mask(fn, mask, dims=(2,), hint=" (i, j), e.g. from causal_mask()")
+    mask = check_bool_mask(fn, mask, dims=(2,), hint=" (i, j), e.g. from causal_mask()")
     check_positive_int(fn, "batch", batch)
     check_positive_int(fn, "heads", heads)
     return mask[None, None].expand(batch, heads, *mask.shape)  # (b, h, i, j)
@@ -200,7 +158,7 @@ def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
     fn = "combine_masks"
     present = [m for m in masks if m is not None]
     for k, m in enumerate(present):
-        _check_bool_mask(fn, m, name=f"masks[{k}]")
+        check_bool_mask(fn, m, name=f"masks[{k}]")
     if not present:
         return None
     try:

@@ -5,9 +5,10 @@ the machine slows every variant alike, and keeps the fastest of the rounds per v
 a call down, so the fastest call is the least disturbed. Ratios are taken against a baseline measured in the same
 rounds, never between two separately timed numbers. :func:`sweep` does this for each sequence length.
 
-The conclusions (:func:`crossover`, :func:`fit_slope`, :func:`agree`, written in :mod:`._conclusions`) are importable
-from here too: ``from attention_lab.measure import timing; timing.crossover(...)``. :func:`fixed_threads` holds
-torch's thread count fixed while a cell times, and :func:`thread_report` says what it was.
+The conclusions drawn from these figures (a crossover, a fitted slope, or "too noisy to conclude") are in
+:mod:`attention_lab.measure.conclusions`. :func:`fixed_threads` holds torch's thread count fixed while a cell times,
+and :func:`thread_report` says what it was. This is the package's one timer: lessons, benchmarks and the long-range
+harness all time with :func:`compare` or :func:`sweep`.
 """
 
 from __future__ import annotations
@@ -23,10 +24,9 @@ from typing import Any
 import torch
 
 from .._validation import check_choice, check_number, check_positive_int, fail
-from ._conclusions import Crossover, Slope, agree, crossover, fit_slope
+from .conclusions import agree
 
-__all__ = ["Comparison", "Crossover", "Slope", "Sweep", "agree", "compare", "crossover", "fit_slope", "fixed_threads",
-           "sweep", "thread_report"]
+__all__ = ["Comparison", "Sweep", "compare", "fixed_threads", "sweep", "thread_report"]
 
 
 def thread_report() -> str:
@@ -56,6 +56,8 @@ class Comparison:
 
     ``ratio[name]`` is baseline time / variant time (above 1: faster than the baseline), the median over rounds of the
     ratio within one round, so both times of a ratio come from the same moment on the machine.
+
+    Shape: one float per variant in ``best_s`` and ``ratio``; one list of seconds per variant in ``rounds_s``.
     """
 
     best_s: dict[str, float]
@@ -145,7 +147,10 @@ def compare(variants: Mapping[str, Callable[[], Any]], *, baseline: str | None =
 
 @dataclass(frozen=True)
 class Sweep:
-    """:func:`compare` at each length: ``best_s[name][k]`` and ``ratio[name][k]`` belong to ``lengths[k]``."""
+    """:func:`compare` at each length: ``best_s[name][k]`` and ``ratio[name][k]`` belong to ``lengths[k]``.
+
+    Shape: one list per variant, one entry per length.
+    """
 
     lengths: list[int]
     best_s: dict[str, list[float]]

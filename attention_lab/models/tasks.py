@@ -3,7 +3,8 @@
 Every task draws a batch with ``task.sample(batch_size, generator=g)`` and returns ``(tokens, targets)``: ``tokens``
 is what the model reads, ``targets`` what it must write at each position, with ``IGNORE_INDEX`` (-100, the default
 ``ignore_index`` of ``F.cross_entropy``) where nothing is scored. One model output per input position keeps every
-task in the same shape, so the same encoder-style :class:`~attention_lab.model.TinyTransformer` learns any of them.
+task in the same shape, so the same encoder-style :class:`~attention_lab.models.transformer.TinyTransformer` learns
+any of them.
 
 =====================  ================================================  =============================
 task                   target at position ``t``                          what attention must do
@@ -16,13 +17,12 @@ task                   target at position ``t``                          what at
 ``Repeat``             after the separator: the token k positions back   look exactly k back (decoder)
 =====================  ================================================  =============================
 
-``AssociativeRecall`` and ``ListOps`` are the long-range tasks of the efficient-attention benchmark (written in
-``_long_range_tasks``, the shared base class in ``_task_base``): their answers depend on tokens placed anywhere in
-sequences of a thousand positions or more.
+``AssociativeRecall`` and ``ListOps`` are the long-range tasks of the efficient-attention benchmark, in
+:mod:`attention_lab.models.long_range_tasks`: their answers depend on tokens placed anywhere in sequences of a
+thousand positions or more. They build on :class:`Task`, the base class here, as every task does.
 
 Shape: tokens and targets ``(b, i)``, integer (``torch.long``).
 """
-
 
 from __future__ import annotations
 
@@ -30,16 +30,79 @@ from dataclasses import dataclass
 
 import torch
 
-from .._validation import check_choice, fail
-from ._long_range_tasks import AssociativeRecall, ListOps
-from ._task_base import IGNORE_INDEX, _Task, make_generator
+from .._validation import check_positive_int, fail
 
-__all__ = ["IGNORE_INDEX", "PointerLookup", "Repeat", "Reversal", "Sorting", "TASKS", "make_generator", "make_task",
-           "AssociativeRecall", "ListOps"]
+__all__ = ["IGNORE_INDEX", "PointerLookup", "Repeat", "Reversal", "Sorting", "Task", "make_generator"]
+
+IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index: positions with this target are not scored
+
+
+def make_generator(seed: int) -> torch.Generator:
+    """A CPU ``torch.Generator`` seeded with ``seed``: the tasks draw from it, so a seed fixes every batch.
+
+    Shape: no tensors in; a generator out.
+    """
+    check_positive_int("make_generator", "seed", seed, minimum=0)
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    return generator
+
+
+def _check_generator(fn: str, generator: object) -> torch.Generator:
+    if not isinstance(generator, torch.Generator):
+        fail(fn, f"generator must be a torch.Generator, got {type(generator).__name__}; "
+                 f"make one with attention_lab.models.tasks.make_generator(seed)", TypeError)
+    return generator
 
 
 @dataclass(frozen=True)
-class Reversal(_Task):
+class Task:
+    """What every task shares: ``seq_len`` tokens drawn from ``n_symbols`` symbols; a subclass says what the
+    targets are (:meth:`solve`) and, if it needs to, how a sequence is made (``_make``).
+
+    Shape: tokens and targets ``(b, i)``.
+    """
+
+    seq_len: int = 8
+    n_symbols: int = 10
+
+    name = "task"
+
+    def __post_init__(self) -> None:
+        fn = type(self).__name__
+        check_positive_int(fn, "seq_len", self.seq_len, minimum=2)
+        check_positive_int(fn, "n_symbols", self.n_symbols, minimum=2)
+
+    @property
+    def vocab_size(self) -> int:
+        """How many distinct token ids there are (the model's embedding and output size)."""
+        return self.n_symbols
+
+    def sample(self, batch_size: int, *, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """A fresh batch ``(tokens, targets)``, drawn from ``generator`` only (so a seeded generator repeats it).
+
+        Shape: tokens ``(b, i)``, targets ``(b, i)`` (``IGNORE_INDEX`` where a position is not scored).
+        """
+        fn = f"{type(self).__name__}.sample"
+        check_positive_int(fn, "batch_size", batch_size)
+        _check_generator(fn, generator)
+        symbols = torch.randint(0, self.n_symbols, (batch_size, self.seq_len), generator=generator)  # (b, i)
+        return self._make(symbols, generator)
+
+    def _make(self, symbols: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        return symbols, self.solve(symbols)
+
+    def solve(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The right targets for ``tokens`` (what a perfect model writes). Shape: ``(b, i) -> (b, i)``."""
+        raise NotImplementedError
+
+    def token_labels(self, tokens: torch.Tensor) -> list[str]:
+        """Readable labels for one sequence of token ids (for plot ticks). Shape: tokens ``(i,)``."""
+        return [str(t) for t in tokens.tolist()]
+
+
+@dataclass(frozen=True)
+class Reversal(Task):
     """Write the input backwards: the target at position ``t`` is ``tokens[n - 1 - t]``.
 
     Shape: tokens and targets ``(b, i)``.
@@ -52,7 +115,7 @@ class Reversal(_Task):
 
 
 @dataclass(frozen=True)
-class Sorting(_Task):
+class Sorting(Task):
     """Write the input sorted ascending: the target at position ``t`` is the ``t``-th smallest token.
 
     Shape: tokens and targets ``(b, i)``.
@@ -65,7 +128,7 @@ class Sorting(_Task):
 
 
 @dataclass(frozen=True)
-class PointerLookup(_Task):
+class PointerLookup(Task):
     """The last token is a pointer ``->p``; the answer, scored at the last position only, is ``tokens[p]``.
 
     Tokens ``0 .. n_symbols-1`` are symbols; token ``n_symbols + p`` is the pointer to position ``p``
@@ -98,7 +161,7 @@ class PointerLookup(_Task):
 
 
 @dataclass(frozen=True)
-class Repeat(_Task):
+class Repeat(Task):
     """Read k = seq_len / 2 symbols and a separator, then write the same k symbols again (a decoder's task).
 
     Token ``n_symbols`` is the separator. The sequence is ``x_0 .. x_{k-1}, |, x_0 .. x_{k-2}``; the target at
@@ -135,13 +198,3 @@ class Repeat(_Task):
 
     def token_labels(self, tokens: torch.Tensor) -> list[str]:
         return [str(t) if t < self.n_symbols else "|" for t in tokens.tolist()]
-
-
-TASKS = {"reversal": Reversal, "sorting": Sorting, "pointer": PointerLookup, "recall": AssociativeRecall,
-         "listops": ListOps, "repeat": Repeat}
-
-
-def make_task(name: str, **options: int) -> _Task:
-    """A task by name (a key of :data:`TASKS`), e.g. ``make_task("reversal", seq_len=8)``."""
-    check_choice("make_task", "name", name, sorted(TASKS))
-    return TASKS[name](**options)

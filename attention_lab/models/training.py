@@ -3,7 +3,7 @@
 ``train(model, task, steps=..., lr=...)`` draws a fresh batch every step (so the accuracy it records is measured on
 sequences the model has never seen), and returns a :class:`History` with, per step: the loss, the token accuracy,
 the learning rate, the gradient norm (total and per layer, before clipping) and the weight norm. The learning rate
-follows :func:`~attention_lab.models.schedule.warmup_schedule` (also importable from here).
+follows :func:`~attention_lab.models.schedule.warmup_schedule`.
 
 Weight decay applies to the matrices (every parameter with two or more dimensions: projections, embeddings, the
 output layer), not to biases and LayerNorm gains, as is usual; ``History.weight_norm`` is the norm of those matrices.
@@ -22,11 +22,10 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .._validation import check_choice, check_number, check_positive_int, fail
-from .schedule import SCHEDULES, WarmupSchedule, warmup_schedule
+from .schedule import SCHEDULES, warmup_schedule
 from .tasks import IGNORE_INDEX, make_generator
 
-__all__ = ["OPTIMIZERS", "SCHEDULES", "History", "WarmupSchedule", "evaluate", "make_optimizer", "train",
-           "warmup_schedule"]
+__all__ = ["OPTIMIZERS", "History", "evaluate", "loss_and_accuracy", "make_optimizer", "train"]
 
 OPTIMIZERS = ("adamw", "adam_l2")
 
@@ -115,7 +114,11 @@ class History:
         return None if steps is None else self.seconds[steps - 1]
 
 
-def _loss_and_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def loss_and_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cross-entropy over the scored positions and the share of them predicted right (``IGNORE_INDEX`` skipped).
+
+    Shape: logits ``(b, i, vocab)``, targets ``(b, i)`` -> two scalars.
+    """
     loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
     scored = targets != IGNORE_INDEX
     hits = (logits.argmax(-1) == targets) & scored
@@ -220,7 +223,7 @@ def _train_step(model: nn.Module, opt: torch.optim.Optimizer, tokens: torch.Tens
 
     Shape: tokens and targets ``(b, i)``; the norms ``(parameters,)``.
     """
-    loss, accuracy = _loss_and_accuracy(model(tokens), targets)
+    loss, accuracy = loss_and_accuracy(model(tokens), targets)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     grad_sq = _squared_norms([p.grad if p.grad is not None else torch.zeros_like(p) for p in params])
@@ -272,7 +275,7 @@ def evaluate(model: nn.Module, task: object, *, n_sequences: int = 1000, seed: i
     device = next(model.parameters()).device
     tokens, targets = (t.to(device) for t in task.sample(n_sequences, generator=make_generator(seed)))
     logits = model(tokens, **model_options)
-    loss, accuracy = _loss_and_accuracy(logits, targets)
+    loss, accuracy = loss_and_accuracy(logits, targets)
     scored = targets != IGNORE_INDEX
     sequence_right = ((logits.argmax(-1) == targets) | ~scored).all(dim=-1)
     model.train(was_training)

@@ -28,7 +28,6 @@ from .._validation import (
     check_bool,
     check_choice,
     check_heads_divide,
-    check_number,
     check_positive_int,
     check_tensor,
     fail,
@@ -39,7 +38,7 @@ from ..generation.grouped import GroupedQueryAttention, grouped_self_attention
 from .attention_choice import AttentionSpec, _as_spec, build_attention
 from .generate import decode
 
-__all__ = ["NORMS", "POSITIONS", "TinyTransformer", "TransformerBlock", "attention_rollout"]
+__all__ = ["NORMS", "POSITIONS", "TinyTransformer", "TransformerBlock"]
 
 NORMS = ("pre", "post", "none")
 POSITIONS = ("learned", "rope")
@@ -234,30 +233,3 @@ class TinyTransformer(nn.Module):
             fail("TinyTransformer.generate", f"use_cache must be True or False, got {type(use_cache).__name__} "
                                              f"{use_cache!r}", TypeError)
         return decode(self, prompt, max_new_tokens, cache="preallocated" if use_cache else "none").tokens
-
-
-def attention_rollout(attention: torch.Tensor, *, residual: float = 0.5) -> torch.Tensor:
-    """How much each output position draws on each input token, following attention through every layer.
-
-    Attention rollout (Abnar and Zuidema, 2020): average each layer's heads, mix in the residual connection as
-    ``A' = residual * I + (1 - residual) * A`` (rows renormalised), and multiply the layers in order,
-    ``R = A'_L ... A'_2 A'_1``. Row i of R sums to 1: a share of "where position i's information came from".
-    It ignores the values' sizes, the feed-forward layers and the LayerNorms, and it weights every head
-    equally, so it is a picture of the routing, not a proof of what the model uses (head ablation tests that).
-
-    Shape: attention ``(layers, b, h, i, j)`` with ``i == j`` (self-attention) -> rollout ``(b, i, j)``.
-    """
-    fn = "attention_rollout"
-    check_tensor(fn, "attention", attention, floating=True)
-    if attention.dim() != 5 or attention.shape[-1] != attention.shape[-2]:
-        fail(fn, f"attention must have shape (layers, b, h, i, j) with i == j (self-attention), got shape "
-                 f"{tuple(attention.shape)}; take it from model(tokens, return_attention=True)")
-    check_number(fn, "residual", residual, low=0, high=1, hint="it is the share of the residual path")
-    n = attention.shape[-1]
-    eye = torch.eye(n, dtype=attention.dtype, device=attention.device)
-    mixed = residual * eye + (1 - residual) * attention.mean(dim=2)  # (layers, b, i, j)
-    mixed = mixed / mixed.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(mixed.dtype).tiny)
-    rollout = mixed[0]  # (b, i, j)
-    for layer in mixed[1:]:
-        rollout = layer @ rollout  # (b, i, j)
-    return rollout

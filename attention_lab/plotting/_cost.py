@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from matplotlib.axes import Axes
 
+from ..measure.conclusions import fit_slope
 from ._base import _finish_axes, _new_axes
 from ._fonts import Figure
 
@@ -42,8 +43,6 @@ def plot_time_vs_length(
 
     Shape: ``lengths`` (n,), each ``times_s[name]`` (n,) in seconds.
     """
-    from ..measure.bench import loglog_slope
-
     fn = "plot_time_vs_length"
     fig, ax = _new_axes(ax, (6.0, 4.0))
     for index, (name, values) in enumerate(times_s.items()):
@@ -51,7 +50,7 @@ def plot_time_vs_length(
         fit = [(n, t) for n, t in zip(lengths, ms) if n >= fit_from]
         label = name
         if len(fit) >= 2:
-            label += f" (slope {loglog_slope([n for n, _ in fit], [t for _, t in fit]):.2f})"
+            label += f" (slope {fit_slope([n for n, _ in fit], [t for _, t in fit]).slope:.2f})"
         ax.plot(lengths, ms, marker=_COST_MARKERS[index % len(_COST_MARKERS)], label=label)
     _length_axis(ax, lengths)
     _finish_axes(ax, xlabel="sequence length n (tokens)", ylabel="time per call (ms)", title=title)
@@ -83,19 +82,25 @@ def plot_memory_vs_length(
     return fig
 
 
-def plot_bench(rows: Sequence) -> Figure:
-    """Two panels from ``attention_lab.measure.bench.run_sweep`` rows: time and peak memory against n, per variant."""
+def plot_bench(rows: Sequence[Mapping[str, object]]) -> Figure:
+    """Two panels from the rows of ``benchmarks/cost_of_attention.py`` (as
+    ``attention_lab.measure.results.read_results`` reads its CSV): time and peak memory against n, per variant.
+
+    Shape: one row per (n, variant), with the columns ``n``, ``variant``, ``fastest_ms`` and ``peak_bytes``.
+    """
     if not rows:
-        raise ValueError("plot_bench(): expected at least one row from run_sweep(), got none")
-    lengths = sorted({r.n for r in rows})
+        raise ValueError("plot_bench(): expected at least one row of benchmarks/cost_of_attention.py, got none; "
+                         "read them with read_results('cost_of_attention.csv')")
+    lengths = sorted({int(r["n"]) for r in rows})
     times: dict[str, list[float]] = {}
     peaks: dict[str, list[int]] = {}
-    for name in dict.fromkeys(r.variant for r in rows):
-        by_n = {r.n: r for r in rows if r.variant == name}
+    for name in dict.fromkeys(str(r["variant"]) for r in rows):
+        by_n = {int(r["n"]): r for r in rows if r["variant"] == name}
         if set(by_n) != set(lengths):
-            raise ValueError(f"plot_bench(): variant {name!r} lacks some lengths of the sweep")
-        times[name] = [by_n[n].median_ms / 1e3 for n in lengths]
-        peaks[name] = [by_n[n].peak_bytes for n in lengths]
+            raise ValueError(f"plot_bench(): expected every variant at every length {lengths}, got {name!r} at "
+                             f"{sorted(by_n)}; plot rows of one complete sweep")
+        times[name] = [float(by_n[n]["fastest_ms"]) / 1e3 for n in lengths]
+        peaks[name] = [int(by_n[n]["peak_bytes"]) for n in lengths]
     fig = Figure(figsize=(11.0, 4.0), layout="constrained")
     left, right = fig.subplots(1, 2)
     plot_time_vs_length(lengths, times, fit_from=512 if sum(n >= 512 for n in lengths) >= 2 else 0, ax=left)

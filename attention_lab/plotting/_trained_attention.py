@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
+from ..analysis import attention_rollout
 from ._base import WEIGHTS_CMAP, _set_token_ticks
 from ._fonts import Figure
 from ._weights import plot_attention
@@ -23,12 +24,10 @@ def plot_rollout(
 
     ``attention`` is one sequence's weights from ``model(tokens, return_attention=True)`` (``[:, 0]`` of a
     batch). The panels are titled ``layer 0``, ``layer 1``, ... (counted from 0, like the tensor's first axis);
-    the last panel is :func:`attention_lab.models.transformer.attention_rollout` with ``residual``.
+    the last panel is :func:`attention_lab.analysis.attention_rollout` with ``residual``.
 
     Shape: attention ``(layers, h, i, j)`` or ``(layers, 1, h, i, j)``.
     """
-    from ..models.transformer import attention_rollout
-
     fn = "plot_rollout"
     if not isinstance(attention, torch.Tensor):
         raise TypeError(f"{fn}(): expected a torch.Tensor, got {type(attention).__name__}")

@@ -1,2 +1,3 @@
-"""Teaching: exercise checks, one module per lesson (:mod:`.checks`), and student copies of the lessons
-(:mod:`.classroom`, ``python -m attention_lab.teaching.classroom``)."""
+"""Teaching: exercise checks, one module per lesson (:mod:`.checks`), student copies of the lessons
+(:mod:`.classroom`, ``python -m attention_lab.teaching.classroom``) and how lessons print small tensors
+(:mod:`.display`)."""

@@ -17,8 +17,8 @@ Files already in the output folder (a student's work) are never overwritten with
 command says which it skipped. An output folder inside the lessons' folder is refused: the copies would
 sit among, and could replace, the solution notebooks. Only ``nbformat`` is needed (JupyterLab brings it).
 
-The solution markup is read in ``_solution_markup``, lessons and the output folder are found in ``_lesson_files``;
-every name is imported from here.
+The solution markup is read in :mod:`.solution_markup`; the lessons named on the command line and the output folder
+are found in :mod:`.lesson_files`.
 """
 
 from __future__ import annotations
@@ -34,46 +34,23 @@ from pathlib import Path
 
 import nbformat
 
-from ._lesson_files import EDITIONS, _check_output_dir, resolve_lessons
-from ._solution_markup import (
-    BEGIN_SOLUTION,
-    CODE_STUB,
-    END_SOLUTION,
-    TEXT_STUB,
-    MarkupError,
-    names_used,
-    solution_regions,
-    strip_solutions,
-)
+from .lesson_files import EDITIONS, check_output_dir, resolve_lessons
+from .solution_markup import names_used, strip_solutions
 
-__all__ = [
-    "BEGIN_SOLUTION",
-    "CODE_STUB",
-    "END_SOLUTION",
-    "TEXT_STUB",
-    "CopyReport",
-    "MarkupError",
-    "check_call_pattern",
-    "main",
-    "names_used",
-    "resolve_lessons",
-    "solution_regions",
-    "strip_solutions",
-    "student_notebook",
-    "write_student_copies",
-]
+__all__ = ["KEPT_CELL_METADATA", "CopyReport", "check_call_pattern", "main", "student_notebook", "write_student_copies"]
 
 # How lessons import their checks: `from attention_lab.teaching.checks import lesson00 as check`, `import
 # attention_lab.teaching.checks.lesson02 as ex`, `from attention_lab.teaching.checks.lesson01 import scores_for_query`.
 _CHECK_MODULE_IMPORT = re.compile(
-    r"from\s+attention_lab(?:\.teaching)?(?:\.checks)?\s+import\s+(?:\((?P<paren>[^)]*)\)|(?P<names>[\w \t,]+))"
-    r"|import\s+attention_lab(?:\.teaching)?\.checks(?:\.\w+)?\s+as\s+(?P<alias>\w+)"
+    r"from\s+attention_lab\.teaching(?:\.checks)?\s+import\s+(?:\((?P<paren>[^)]*)\)|(?P<names>[\w \t,]+))"
+    r"|import\s+attention_lab\.teaching\.checks(?:\.\w+)?\s+as\s+(?P<alias>\w+)"
 )
 _CHECK_FUNCTION_IMPORT = re.compile(
-    r"from\s+attention_lab(?:\.teaching)?\.checks\.\w+\s+import\s+(?:\((?P<paren>[^)]*)\)|(?P<names>[\w \t,]+))"
+    r"from\s+attention_lab\.teaching\.checks\.\w+\s+import\s+(?:\((?P<paren>[^)]*)\)|(?P<names>[\w \t,]+))"
 )
-_KEPT_CELL_METADATA = ("tags", "nbgrader", "editable", "deletable", "jupyter", "slideshow", "collapsed",
-                       "jp-MarkdownHeadingCollapsed")  # a deep dive stays folded in the copy
+# The cell metadata a student copy keeps: the keys Jupyter and nbgrader read (a deep dive stays folded in the copy).
+KEPT_CELL_METADATA = ("tags", "nbgrader", "editable", "deletable", "jupyter", "slideshow", "collapsed",
+                      "jp-MarkdownHeadingCollapsed")
 _KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
@@ -87,13 +64,13 @@ class CopyReport:
 
 
 def _clean_cell_metadata(cell: nbformat.NotebookNode) -> None:
-    kept = {key: value for key, value in cell.metadata.items() if key in _KEPT_CELL_METADATA}
+    kept = {key: value for key, value in cell.metadata.items() if key in KEPT_CELL_METADATA}
     cell.metadata = nbformat.from_dict(kept)
 
 
 def check_call_pattern(nb: nbformat.NotebookNode) -> re.Pattern[str]:
     """A pattern matching a call to an exercise check, under the names this notebook imports checks as."""
-    modules = {"checks"}  # `al.checks.lesson02.fn(...)`, `checks.lesson02.fn(...)`
+    modules = {"checks"}  # `attention_lab.teaching.checks.lesson02.fn(...)`, `checks.lesson02.fn(...)`
     functions: set[str] = set()
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -166,7 +143,7 @@ def write_student_copies(lessons: Sequence[Path], out: Path, *, force: bool = Fa
     written, so a markup error leaves ``out`` untouched.
     """
     lessons = [Path(p) for p in lessons]
-    folder = _check_output_dir(Path(out), lessons)
+    folder = check_output_dir(Path(out), lessons)
     copies = []
     for lesson in lessons:
         student, count = student_notebook(nbformat.read(lesson, as_version=4), where=lesson.name,

@@ -54,24 +54,6 @@ def _token_index(answer: object, tokens: Sequence[str], weights: torch.Tensor) -
 
 
 @guard_errors
-def most_attended(answer: object, weights: torch.Tensor, query: int, tokens: Sequence[str]) -> None:
-    """The key that query ``query`` gives its largest weight (a token string or its index): read along a row."""
-    weights = as_tensor(weights, msg("the weights"))
-    best, by_column = int(weights[query].argmax()), int(weights[:, query].argmax())
-    named = _token_index(answer, tokens, weights)
-    if best in named:
-        correct(msg("row {query} ({token!r}) puts its largest weight, {weight:.2f}, on {best!r}",
-                    query=query, token=tokens[query], weight=float(weights[query, best]), best=tokens[best]))
-        return
-    if query in named:  # the token itself; the column's answer may be the same token, but that is a coincidence
-        hint(msg("that is {token!r} itself; along its row another key gets a larger weight", token=tokens[query]))
-    if by_column in named:  # only reached when the column's answer differs from the row's
-        hint(msg("row i lists what query i attends to; you read column {query}, which shows who attends to "
-                 "{token!r}", query=query, token=tokens[query]))
-    hint(msg("look along row {query} of the matrix and find its brightest cell", query=query))
-
-
-@guard_errors
 def attends_most_to(answer: object, weights: torch.Tensor, key: int, tokens: Sequence[str]) -> None:
     """Exercise 2: the query that gives key ``key`` its largest weight (a token string or its index): read down
     a column."""

@@ -1,9 +1,5 @@
 """Checks for lesson 03 (the self-attention layer): the keys inside the fused projection, an image's neighbourhood
-as a mask, the window of a stack of convolutions, and the multiply-adds of one layer.
-
-``permuted_output``, ``graph_mask`` and ``window_for_kernel`` serve copies of the lesson handed out before its
-exercises changed.
-"""
+as a mask, the window of a stack of convolutions, and the multiply-adds of one layer."""
 
 from __future__ import annotations
 
@@ -14,7 +10,6 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from ...core.layers import SelfAttention
-from ...core.masks import sliding_window_mask
 from ._core import as_tensor, call_learner, check_tensor_answer, correct, guard_errors, hint
 
 
@@ -47,86 +42,6 @@ def keys_from_fused(answer: object, layer: torch.nn.Module, x: torch.Tensor) -> 
         rtol=1e-5,
         success="k^j = W^k a^j + c^k: the middle block of rows of the fused projection",
     )
-
-
-@guard_errors
-def permuted_output(answer: object, layer: torch.nn.Module, x: torch.Tensor, perm: torch.Tensor) -> None:
-    """Exercise 2: the output for the shuffled tokens ``x[:, perm]``, predicted from the unshuffled output."""
-    with torch.no_grad():
-        out, _ = layer(x)
-    inverse = torch.argsort(perm)
-    check_tensor_answer(
-        answer,
-        out[:, perm],
-        what="your prediction",
-        mistakes=[
-            (out, "shuffling the inputs shuffles the outputs: apply the same permutation to the output rows"),
-            (out[:, inverse], "that is the inverse shuffle: token perm[t] lands at position t, so index the "
-                              "output with perm itself"),
-        ],
-        atol=1e-5,
-        rtol=1e-5,
-        success="self-attention is permutation-equivariant: shuffled inputs give the same outputs, shuffled",
-    )
-
-
-@guard_errors
-def graph_mask(answer: object, edges: list[tuple[int, int]], n_nodes: int) -> None:
-    """Exercise 3: the attention mask of an undirected graph: node i may attend to j if they share an edge,
-    or if i == j."""
-    got = as_tensor(answer, "your mask")
-    expected = torch.eye(n_nodes, dtype=torch.bool)
-    directed = expected.clone()
-    for a, b in edges:
-        expected[a, b] = expected[b, a] = True
-        directed[a, b] = True
-    if got.shape != expected.shape:
-        hint(f"one row per node (query) and one column per node (key): shape ({n_nodes}, {n_nodes})")
-    if got.dtype != torch.bool:
-        if got.is_floating_point() and bool(torch.isinf(got).any()):
-            hint("that is an additive float mask (0 / -inf); this exercise wants a bool mask, True = may attend")
-        if not bool(((got == 0) | (got == 1)).all()):
-            hint("a mask holds True (may attend) and False (may not); build it with dtype=torch.bool")
-        got = got != 0
-    if torch.equal(got, expected):
-        correct("the adjacency matrix (plus self-loops) is the mask: each node mixes only its neighbours")
-        return
-    if torch.equal(got, ~expected):
-        hint("the polarity is flipped: in this library True means 'may attend', so edges must be True")
-    if torch.equal(got, expected & ~torch.eye(n_nodes, dtype=torch.bool)):
-        hint("a node should also see itself (the diagonal), or a node without edges would have no key at all")
-    if torch.equal(got, directed) or torch.equal(got, directed.T):
-        hint("the graph is undirected: an edge (a, b) lets a see b and b see a")
-    hint("node i may attend to node j when an edge joins them (in either direction) or when i == j; check "
-         "each entry of your mask against that rule")
-
-
-@guard_errors
-def window_for_kernel(answer: object, kernel: int) -> None:
-    """Exercise 4: the ``window`` for which ``sliding_window_mask(n, window)`` is the receptive field of a
-    ``Conv1d`` with an odd ``kernel`` (padding ``kernel // 2``)."""
-    try:
-        window = int(answer)
-        whole = float(answer) == window  # int() truncates: 4.7 must not pass as 4
-    except (TypeError, ValueError):
-        hint("answer with one whole number, the window")
-    if not whole:
-        hint("answer with one whole number, the window: a window counts positions")
-    if window == (kernel + 1) // 2:
-        n = kernel + 4
-        conv = torch.zeros(n, n, dtype=torch.bool)
-        for i in range(n):
-            conv[i, max(0, i - kernel // 2):i + kernel // 2 + 1] = True
-        if torch.equal(sliding_window_mask(n, window), conv):
-            correct(f"window {window}: |i - j| < {window} covers {kernel} keys, like a kernel of size {kernel}")
-            return
-    if window == kernel:
-        hint(f"window counts the reach on one side, the query included (|i - j| < window); a window of "
-             f"{kernel} would cover {2 * kernel - 1} keys")
-    if window == kernel // 2:
-        hint(f"that is the reach without the query itself: |i - j| < window must allow |i - j| = {kernel // 2}")
-    hint("a kernel of odd size covers the query and equally many positions on each side of it; count how many "
-         "positions a window lets the query see, and match the two")
 
 
 def _as_bool_mask(got: torch.Tensor, what: str) -> torch.Tensor:

@@ -1,5 +1,5 @@
 """Checks for lesson 04 (masks): a causal mask aligned at the lower right, converting PyTorch's
-key_padding_mask, padding masks from lengths, and one mask for a padded decoder batch. Every answer is a bool mask,
+key_padding_mask, padding masks from lengths, and one mask for a left-padded decoder batch. Every answer is a bool mask,
 True = may attend: a 0/1 or float mask with the right entries is named as such (the library reads a float mask as
 additive and refuses an integer one)."""
 
@@ -155,10 +155,9 @@ def _left_padding(lengths: Sequence[int], n: int) -> torch.Tensor:
     return torch.arange(n)[None, :] >= n - torch.tensor(list(lengths))[:, None]  # (b, j): real tokens at the end
 
 
-def _decoder_mask(answer: object, causal: torch.Tensor, keys: torch.Tensor, *, wrong_side: torch.Tensor | None
-                  ) -> None:
-    """Shared by both decoder-mask checks: ``keys`` is the (b, 1, 1, j) key mask, ``wrong_side`` the key mask
-    with the padding on the other side."""
+def _decoder_mask(answer: object, causal: torch.Tensor, keys: torch.Tensor, *, wrong_side: torch.Tensor) -> None:
+    """The decoder-mask check: ``keys`` is the (b, 1, 1, j) key mask, ``wrong_side`` the key mask with the padding
+    on the other side."""
     got = _as_bool(answer, "your mask")
     expected = causal & keys  # (b, 1, i, j)
     if got.dim() == 3:
@@ -186,26 +185,14 @@ def _decoder_mask(answer: object, causal: torch.Tensor, keys: torch.Tensor, *, w
         (keys, "that is the padding part only: the decoder must not see the future either"),
         (causal, "that is the causal part only: padded keys must be blocked too"),
         (causal & ~keys, "the padding part is inverted: a key that is a real token must be True (may attend)"),
-        (expected & keys.transpose(-2, -1), "padding removes keys, not queries: a padded query's row keeps its "
-                                            "allowed real keys (its output is simply ignored later), so block "
-                                            "only along the key axis"),
+        (causal & wrong_side.expand(shape), "the padding is on the other side here: look at which positions of each "
+                                            "sequence hold its real tokens"),
     ]
-    if wrong_side is not None:
-        mistakes.append((causal & wrong_side.expand(shape), "the padding is on the other side here: look at which "
-                                                            "positions of each sequence hold its real tokens"))
     for wrong, message in mistakes:
         if torch.equal(got, wrong):
             hint(message)
     hint("a key is allowed when both rules allow it: it is not in the query's future, and it is a real token of "
          "that sequence")
-
-
-@guard_errors
-def causal_and_padding(answer: object, lengths: Sequence[int], n: int) -> None:
-    """One mask for a right-padded decoder batch: causal AND real keys, broadcastable to ``(b, h, i, j)``."""
-    keys = as_key_mask(padding_mask(list(lengths), n))  # (b, 1, 1, j)
-    _decoder_mask(answer, causal_mask(n), keys, wrong_side=as_key_mask(_left_padding(lengths, n)))
-    correct("a key is allowed only if it is in the past AND it is a real token: both masks at once")
 
 
 @guard_errors

@@ -1,8 +1,5 @@
 """Checks for lesson 06 (the cost of attention): scores and FLOPs of cross-attention, the peak bytes of a naive
-forward for a batch in float64, and the largest batch that fits a memory budget.
-
-``largest_length`` serves copies of the lesson handed out before its exercises changed.
-"""
+forward for a batch in float64, and the largest batch that fits a memory budget."""
 
 from __future__ import annotations
 
@@ -10,7 +7,8 @@ import numbers
 
 import torch
 
-from ...measure.memory import attention_memory_bytes, format_bytes, measure_peak_memory
+from ...measure.cost import attention_memory_bytes
+from ...measure.memory import format_bytes, measure_peak_memory
 from ._core import correct, guard_errors, hint
 
 
@@ -111,40 +109,6 @@ def predicted_peak(answer: object, n: int, head_dim: int, num_heads: int = 1, *,
 
     measured = measure_peak_memory(naive, q, k, v).peak_bytes
     correct(f"you predicted {format_bytes(got)}; the meter measured {format_bytes(measured)}")
-
-
-@guard_errors
-def largest_length(answer: object, budget_bytes: int, head_dim: int, num_heads: int = 1) -> None:
-    """Exercise 3: the largest n whose naive forward peak (float32) fits in ``budget_bytes``."""
-    got = _as_int(answer, "your n")
-
-    def peak(n: int) -> int:
-        m = attention_memory_bytes(n, head_dim=head_dim, num_heads=num_heads)
-        return m.scores + m.weights + m.output
-
-    expected = 1
-    while peak(expected * 2) <= budget_bytes:  # double, then bisect: no floating-point square roots to round
-        expected *= 2
-    low, high = expected, expected * 2
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (mid, high) if peak(mid) <= budget_bytes else (low, mid)
-    expected = low
-    if got == expected:
-        correct(f"n = {got:,} needs {peak(got):,} bytes ({format_bytes(peak(got))}); n = {got + 1:,} would need "
-                f"{peak(got + 1):,} bytes, over the budget of {budget_bytes:,} bytes")
-        return
-    if got < 1:
-        hint("a sequence has at least one token")
-    if peak(got) > budget_bytes:
-        one_matrix = attention_memory_bytes(got, head_dim=head_dim, num_heads=num_heads)
-        if one_matrix.scores + one_matrix.weights <= budget_bytes:
-            hint("both n x n matrices fit at that n, but the output is allocated while they are still alive: "
-                 "count it too")
-        if one_matrix.scores + one_matrix.output <= budget_bytes:
-            hint("that n fits one n x n matrix per head, but the naive forward holds two at its peak")
-        hint(f"n = {got:,} needs {peak(got):,} bytes, more than the budget of {budget_bytes:,} bytes: go smaller")
-    hint(f"n = {got:,} fits, but a larger n fits too: find the largest n with peak(n) <= budget")
 
 
 @guard_errors

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import torch
 
+from ...analysis import attention_rollout
 from ...models.training import evaluate
-from ...models.transformer import attention_rollout
 from ._core import as_tensor, call_learner, close, correct, guard_errors, hint
 
 

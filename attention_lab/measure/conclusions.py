@@ -3,7 +3,8 @@
 :func:`crossover` finds the smallest measured n from which a variant is faster at every larger measured n;
 :func:`fit_slope` fits log(time) against log(n) and says how well a line fits; :func:`agree` tells whether two
 statistics of the same rounds tell the same story. Each says "too noisy to conclude" (``conclusive=False`` and a
-reason) instead of concluding from bad figures. :mod:`.timing` re-exports them.
+reason) instead of concluding from bad figures. The figures come from :mod:`attention_lab.measure.timing` (a live run)
+or from a committed benchmark CSV (:mod:`attention_lab.measure.results`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def agree(ratio: float, best_ratio: float, *, tolerance: float = 0.25) -> bool:
 
 @dataclass(frozen=True)
 class Crossover:
-    """Where a variant becomes faster for good. ``n`` is None when it never does (or the data cannot say)."""
+    """Where a variant becomes faster for good. ``n`` is None when it never does (or the data cannot say). Shape: no
+    tensors."""
 
     n: int | None
     conclusive: bool
@@ -110,7 +112,10 @@ def crossover(lengths: Sequence[int], ratios: Sequence[float], *, name: str = "t
 
 @dataclass(frozen=True)
 class Slope:
-    """Least-squares exponent p in time ~ n^p over ``fitted_on``, with the fit's r^2 (1 = a perfect line)."""
+    """Least-squares exponent p in time ~ n^p over ``fitted_on``, with the fit's r^2 (1 = a perfect line).
+
+    Shape: no tensors; ``fitted_on`` is the first and last length.
+    """
 
     slope: float
     r2: float

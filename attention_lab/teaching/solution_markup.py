@@ -52,7 +52,7 @@ _DELIMITER_LIKE = re.compile(r"^(#+|//)?\s*(BEGIN|END)[ _-]*SOLUTIONS?\b", re.IG
 
 
 class MarkupError(ValueError):
-    """A lesson's exercise markup breaks the convention (unbalanced or misspelt delimiters)."""
+    """A lesson's exercise markup breaks the convention (unbalanced or misspelt delimiters). Shape: no tensors."""
 
 
 def solution_regions(source: str, *, where: str = "cell") -> list[list[str]]:
@@ -60,6 +60,8 @@ def solution_regions(source: str, *, where: str = "cell") -> list[list[str]]:
 
     Raises ``MarkupError`` for a ``BEGIN`` without ``END``, an ``END`` without ``BEGIN``, nested
     regions, or a line that resembles a delimiter without being exactly one (``## BEGIN SOLUTION``).
+
+    Shape: text in, a list of regions (each a list of lines) out.
     """
     regions: list[list[str]] = []
     current: list[str] | None = None
@@ -143,6 +145,8 @@ def strip_solutions(source: str, *, markdown: bool = False, where: str = "cell",
     cell uses after the region, keep their names); an indented one (inside a function body) the plain
     :func:`code_stub`. The stub takes the indentation of the ``BEGIN`` line; lines outside the regions stay
     unchanged.
+
+    Shape: text in, (text, number of regions) out.
     """
     regions = solution_regions(source, where=where)  # validate the markup before replacing anything
     kept: list[str] = []

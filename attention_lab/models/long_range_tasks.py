@@ -1,5 +1,5 @@
 """The long-range tasks of the efficient-attention benchmark (lesson 10): answers that depend on tokens placed
-anywhere in sequences of a thousand positions or more. Import them from :mod:`attention_lab.models.tasks`.
+anywhere in sequences of a thousand positions or more. Each builds on :class:`attention_lab.models.tasks.Task`.
 
 Shape: tokens and targets ``(b, i)``, integer (``torch.long``).
 """
@@ -11,13 +11,13 @@ from dataclasses import dataclass
 import torch
 
 from .._validation import check_positive_int, fail
-from ._task_base import IGNORE_INDEX, _Task
+from .tasks import IGNORE_INDEX, Task
 
 __all__ = ["AssociativeRecall", "ListOps"]
 
 
 @dataclass(frozen=True)
-class AssociativeRecall(_Task):
+class AssociativeRecall(Task):
     """Key-value pairs scattered over a long stretch of noise; then keys: write each one's value.
 
     ``n_pairs`` pairs with distinct keys (of ``n_keys``) and random values (of ``n_symbols``) sit at random positions
@@ -90,7 +90,7 @@ class AssociativeRecall(_Task):
 
 
 @dataclass(frozen=True)
-class ListOps(_Task):
+class ListOps(Task):
     """A two-level MAX/MIN expression spread over a long sequence (ListOps-style, with the brackets made explicit).
 
     ``n_groups`` inner lists, each an operator (MAX or MIN) and ``group_size`` digits (of ``n_symbols``), and an

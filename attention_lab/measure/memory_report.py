@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .._validation import fail
-from ._byte_counts import format_bytes
+from .memory import format_bytes
 
 __all__ = ["available_memory_bytes", "memory_report"]
 
@@ -16,7 +16,7 @@ def _resolve(device: torch.device | str | None) -> torch.device:
 
 def available_memory_bytes(device: torch.device | str | None = None) -> int:
     """Free memory on ``device`` now: on CUDA the driver's free bytes, on the CPU the RAM available to new
-    allocations without swapping (psutil, on Linux, macOS and Windows alike)."""
+    allocations without swapping (psutil, on Linux, macOS and Windows alike). Shape: an int of bytes."""
     dev = _resolve(device)
     if dev.type == "cuda":
         free, _total = torch.cuda.mem_get_info(dev)
@@ -34,6 +34,8 @@ def memory_report(device: torch.device | str | None = None) -> str:
     CUDA: tensor memory allocated, reserved by the caching allocator, the peak since the last reset, and the
     device's free/total memory. CPU: PyTorch keeps no running total of CPU tensor bytes, so the report gives the
     process's resident memory and the machine's available/total RAM (psutil) and points to ``measure_peak_memory``.
+
+    Shape: a string of lines.
     """
     dev = _resolve(device)
     if dev.type == "cuda":

@@ -1,7 +1,22 @@
-"""Converters between our mask convention (bool, True = may attend) and the others: PyTorch's ``key_padding_mask``
-and ``attn_mask`` (True = NOT allowed), additive float masks (0 / -inf), and older tutorials' 0/1 masks.
+"""Converters between our mask convention (bool, True = may attend) and the others, named for the way they go:
 
-The table of which converter goes which way is in :mod:`attention_lab.core.masks`, where every name is imported from.
+================================  ================================  ===============================
+other convention                  into ours (True = may attend)     out of ours
+================================  ================================  ===============================
+``nn.MultiheadAttention``         :func:`from_torch_padding_mask`   :func:`to_torch_padding_mask`
+``key_padding_mask`` (b, j),
+True = ignore this key
+``nn.MultiheadAttention``         :func:`from_torch_attn_mask`      :func:`to_torch_attn_mask`
+``attn_mask`` (i, j) or
+(b*h, i, j), True = NOT allowed
+additive float mask,              :func:`from_additive_mask`        :func:`to_additive_mask`
+0 = keep, -inf = remove
+``masked_fill(mask == 0, -1e9)``  :func:`from_keep_ones`            ``mask.long()``
+0/1 mask, 1 = keep
+================================  ================================  ===============================
+
+Converters never change a mask's shape (except :func:`from_torch_attn_mask` / :func:`to_torch_attn_mask`,
+which unfold / fold PyTorch's ``(b*h, i, j)`` layout when given ``num_heads``) and never modify their input.
 """
 
 from __future__ import annotations
@@ -9,7 +24,7 @@ from __future__ import annotations
 import torch
 
 from .._validation import check_positive_int, check_tensor, fail
-from ._mask_checks import _check_bool_mask, _check_dims
+from ._mask_checks import check_bool_mask, check_mask_dims
 
 __all__ = [
     "from_additive_mask",
@@ -32,7 +47,7 @@ def to_additive_mask(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> 
     Shape: bool, any shape -> ``dtype``, same shape.
     """
     fn = "to_additive_mask"
-    mask = _check_bool_mask(fn, mask)
+    mask = check_bool_mask(fn, mask)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         fail(fn, f"dtype must be a floating torch.dtype, got {dtype!r}", TypeError)
     zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
@@ -88,10 +103,10 @@ def from_torch_padding_mask(key_padding_mask: torch.Tensor) -> torch.Tensor:
     """
     fn = "from_torch_padding_mask"
     check_tensor(fn, "key_padding_mask", key_padding_mask)
-    _check_dims(fn, "key_padding_mask", key_padding_mask, (1, 2), "(b, j) as nn.MultiheadAttention takes it")
+    check_mask_dims(fn, "key_padding_mask", key_padding_mask, (1, 2), "(b, j) as nn.MultiheadAttention takes it")
     if key_padding_mask.is_floating_point():
         return from_additive_mask(key_padding_mask)
-    _check_bool_mask(fn, key_padding_mask, name="key_padding_mask")
+    check_bool_mask(fn, key_padding_mask, name="key_padding_mask")
     return ~key_padding_mask
 
 
@@ -102,7 +117,7 @@ def to_torch_padding_mask(mask: torch.Tensor) -> torch.Tensor:
     Shape: bool ``(b, j)`` (or ``(j,)``) -> bool, same shape.
     """
     fn = "to_torch_padding_mask"
-    _check_bool_mask(fn, mask, dims=(1, 2), hint=" (b, j), e.g. from padding_mask()")
+    check_bool_mask(fn, mask, dims=(1, 2), hint=" (b, j), e.g. from padding_mask()")
     return ~mask
 
 
@@ -117,11 +132,11 @@ def from_torch_attn_mask(attn_mask: torch.Tensor, num_heads: int | None = None) 
     """
     fn = "from_torch_attn_mask"
     check_tensor(fn, "attn_mask", attn_mask)
-    _check_dims(fn, "attn_mask", attn_mask, (2, 3), "(i, j) or (b*h, i, j) as nn.MultiheadAttention takes it")
+    check_mask_dims(fn, "attn_mask", attn_mask, (2, 3), "(i, j) or (b*h, i, j) as nn.MultiheadAttention takes it")
     if attn_mask.is_floating_point():
         allowed = from_additive_mask(attn_mask)
     else:
-        _check_bool_mask(fn, attn_mask, name="attn_mask")
+        check_bool_mask(fn, attn_mask, name="attn_mask")
         allowed = ~attn_mask
     if num_heads is not None and allowed.dim() == 3:
         check_positive_int(fn, "num_heads", num_heads)
@@ -144,7 +159,7 @@ def to_torch_attn_mask(mask: torch.Tensor, num_heads: int | None = None) -> torc
     Shape: bool ``(i, j)`` -> ``(i, j)``; bool ``(b, h or 1, i, j)`` -> ``(b*h, i, j)``.
     """
     fn = "to_torch_attn_mask"
-    mask = _check_bool_mask(fn, mask, dims=(2, 4), hint=" ((i, j) or (b, h, i, j))")
+    mask = check_bool_mask(fn, mask, dims=(2, 4), hint=" ((i, j) or (b, h, i, j))")
     if mask.dim() == 2:
         return ~mask
     if num_heads is None:

@@ -1,4 +1,8 @@
-"""What attention should cost in memory, by arithmetic: the bytes of each tensor of one call, and how to print bytes."""
+"""What one attention call should cost, by arithmetic: the bytes of each of its tensors, and its FLOPs.
+
+:func:`attention_memory_bytes` counts the tensors of one call by hand (lesson 06 checks it against the exact meter of
+:mod:`attention_lab.measure.memory`); :func:`attention_flops` counts the multiply-adds of its two matrix products.
+"""
 
 from __future__ import annotations
 
@@ -7,27 +11,17 @@ from dataclasses import dataclass
 import torch
 
 from .._validation import check_positive_int, fail
+from .memory import format_bytes
 
-__all__ = ["AttentionMemory", "MiB", "attention_memory_bytes", "format_bytes"]
-
-MiB = 2**20
-
-
-def format_bytes(n: int | float) -> str:
-    """``1536`` -> ``'1.50 KiB'``: binary units (KiB = 1024 B, MiB = 1024 KiB), two decimals."""
-    value = float(n)
-    if abs(value) < 1024:
-        return f"{int(value)} B"
-    for unit in ("KiB", "MiB"):
-        value /= 1024
-        if abs(value) < 1024:
-            return f"{value:.2f} {unit}"
-    return f"{value / 1024:.2f} GiB"
+__all__ = ["AttentionMemory", "attention_flops", "attention_memory_bytes"]
 
 
 @dataclass(frozen=True)
 class AttentionMemory:
-    """Bytes of each tensor in one attention call (``b`` sequences, ``h`` heads)."""
+    """Bytes of each tensor in one attention call (``b`` sequences, ``h`` heads).
+
+    Shape: one int of bytes per tensor: q, k, v, scores, weights, output.
+    """
 
     q: int
     k: int
@@ -94,3 +88,19 @@ def attention_memory_bytes(
         weights=per_head * n_queries * n_keys,
         output=per_head * n_queries * head_dim,
     )
+
+
+def attention_flops(n_queries: int, n_keys: int | None = None, *, head_dim: int, num_heads: int = 1,
+                    batch: int = 1) -> int:
+    """Multiply-add FLOPs of one attention forward: Q K^T and weights @ V, 2 * i * j * d each, per head.
+
+    The softmax adds a few operations per score (O(i * j), not O(i * j * d)) and is left out, as is usual.
+
+    Shape: q ``(b, h, i, d)``, k and v ``(b, h, j, d)``.
+    """
+    fn = "attention_flops"
+    check_positive_int(fn, "n_queries", n_queries)
+    n_keys = n_queries if n_keys is None else check_positive_int(fn, "n_keys", n_keys)
+    for name, value in (("head_dim", head_dim), ("num_heads", num_heads), ("batch", batch)):
+        check_positive_int(fn, name, value)
+    return 4 * batch * num_heads * n_queries * n_keys * head_dim

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["EDITIONS", "resolve_lessons"]
+__all__ = ["EDITIONS", "check_output_dir", "resolve_lessons"]
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]  # attention_lab/teaching/<this file> -> the checkout
 EDITIONS = ("zh-CN", "zh-TW")  # the Chinese editions, in notebooks/<edition>/ (built by tools/editions.py)
@@ -25,7 +25,10 @@ def _notebook_dirs(edition: str | None = None) -> list[Path]:
 
 def resolve_lessons(names: Sequence[str], *, edition: str | None = None) -> list[Path]:
     """Lessons from paths, file names or number prefixes (``02``); every ``notebooks/*.ipynb`` if empty. With an
-    ``edition`` (``"zh-CN"``), names and the default are looked up in ``notebooks/<edition>/``."""
+    ``edition`` (``"zh-CN"``), names and the default are looked up in ``notebooks/<edition>/``.
+
+    Shape: names in, resolved paths out.
+    """
     dirs = _notebook_dirs(edition)
     if not names:
         if not dirs:
@@ -63,7 +66,9 @@ def resolve_lessons(names: Sequence[str], *, edition: str | None = None) -> list
     return lessons
 
 
-def _check_output_dir(out: Path, lessons: Iterable[Path]) -> Path:
+def check_output_dir(out: Path, lessons: Iterable[Path]) -> Path:
+    """``out`` resolved, or a ValueError when it lies inside a lessons' folder or is a file. Shape: a path in and
+    out."""
     resolved = out.expanduser().resolve()  # follows symlinks, also when only part of the path exists
     protected = set(_notebook_dirs()) | {lesson.resolve().parent for lesson in lessons}
     for folder in sorted(protected):

@@ -3,10 +3,11 @@
 Long Range Arena (Tay et al. 2020) compares efficient attentions on one bubble chart: accuracy against speed, bubble
 size = memory. This module runs a laptop-sized version: :func:`run_long_range` builds the same
 :class:`~attention_lab.models.transformer.TinyTransformer` (only its attention changes), trains it for a fixed
-number of steps on :class:`~attention_lab.models.tasks.AssociativeRecall` or
-:class:`~attention_lab.models.tasks.ListOps`, and reports held-out accuracy, training steps per second and the
-peak memory of one training step (the package's exact meter). ``benchmarks/long_range.py`` runs the grid and writes
-the CSV the lesson plots.
+number of steps on :class:`~attention_lab.models.long_range_tasks.AssociativeRecall` or
+:class:`~attention_lab.models.long_range_tasks.ListOps`, and reports held-out accuracy, training steps per second and
+the peak memory of one training step (the package's exact meter). ``benchmarks/long_range.py`` runs the grid and
+writes the CSV the lesson plots. It is measurement built on the models, so it lives here, beside the meter and the
+timer it uses, and ``models`` needs nothing of ``measure``.
 
 The model has no position embeddings (they are zeroed and frozen): both tasks are defined by content (which key,
 which group), and learned absolute positions start as random vectors as large as the token embeddings, which makes
@@ -24,13 +25,13 @@ import torch
 
 from .._validation import check_choice, check_positive_int, fail
 from ..efficient.layouts import BlockLayout
-from ..measure.memory import measure_peak_memory
-from ..measure.timing import Comparison, compare
-from ._task_base import _Task
-from .attention_choice import AttentionSpec, attention_spec
-from .tasks import IGNORE_INDEX, AssociativeRecall, ListOps, make_generator
-from .training import _loss_and_accuracy, evaluate, make_optimizer, train
-from .transformer import TinyTransformer
+from ..models.attention_choice import AttentionSpec, attention_spec
+from ..models.long_range_tasks import AssociativeRecall, ListOps
+from ..models.tasks import IGNORE_INDEX, Task, make_generator
+from ..models.training import evaluate, loss_and_accuracy, make_optimizer, train
+from ..models.transformer import TinyTransformer
+from .memory import measure_peak_memory
+from .timing import Comparison, compare
 
 __all__ = ["LONG_RANGE_ATTENTIONS", "LONG_RANGE_TASKS", "LongRangeResult", "LongRangeSetting", "blind_accuracy",
            "long_range_task",
@@ -66,7 +67,8 @@ core: recall 1.000 after 1,000 steps (185 s), listops 0.939 after 1,000 steps an
 
 
 def long_range_task(name: str, n: int) -> object:
-    """The benchmark's task ``name`` (``"recall"`` or ``"listops"``) at sequence length ``n``."""
+    """The benchmark's task ``name`` (``"recall"`` or ``"listops"``) at sequence length ``n``. Shape: its batches are
+    ``(b, n)`` tokens and targets."""
     if name not in LONG_RANGE_TASKS:
         fail("long_range_task", f"name must be one of {sorted(LONG_RANGE_TASKS)}, got {name!r}")
     return LONG_RANGE_TASKS[name](n)
@@ -84,7 +86,7 @@ def blind_accuracy(task: object, *, n_sequences: int = 2048, seed: int = 123) ->
     Shape: no tensors in or out.
     """
     fn = "blind_accuracy"
-    if not isinstance(task, _Task):
+    if not isinstance(task, Task):
         fail(fn, f"task must be one of the package's tasks (e.g. long_range_task('recall', 1024)), got "
                  f"{type(task).__name__}", TypeError)
     check_positive_int(fn, "n_sequences", n_sequences)
@@ -101,7 +103,7 @@ def blind_accuracy(task: object, *, n_sequences: int = 2048, seed: int = 123) ->
 
 @dataclass(frozen=True)
 class LongRangeSetting:
-    """The model and training every run shares (only the attention, the task and n change)."""
+    """The model and training every run shares (only the attention, the task and n change). Shape: no tensors."""
 
     d_model: int = 32
     num_heads: int = 2
@@ -114,7 +116,10 @@ class LongRangeSetting:
 
 @dataclass(frozen=True)
 class LongRangeResult:
-    """One run: held-out token accuracy, training steps per second, peak bytes of one training step."""
+    """One run: held-out token accuracy, training steps per second, peak bytes of one training step.
+
+    Shape: no tensors.
+    """
 
     task: str
     attention: str
@@ -144,7 +149,7 @@ def _one_step_peak(model: TinyTransformer, task: object, setting: LongRangeSetti
     tokens, targets = task.sample(setting.batch_size, generator=make_generator(seed + 1))
 
     def step() -> None:
-        loss, _ = _loss_and_accuracy(model(tokens), targets)
+        loss, _ = loss_and_accuracy(model(tokens), targets)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -194,7 +199,7 @@ def time_training_steps(task: str, n: int, attentions: Sequence[str], *, setting
         optimizer = make_optimizer(model, lr=1e-12)  # the update's cost without moving the weights measurably
 
         def step(model: TinyTransformer = model, optimizer: torch.optim.Optimizer = optimizer) -> None:
-            loss, _ = _loss_and_accuracy(model(tokens), targets)
+            loss, _ = loss_and_accuracy(model(tokens), targets)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

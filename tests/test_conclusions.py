@@ -1,0 +1,183 @@
+"""attention_lab.measure.conclusions: the crossover, the fitted slope and the agreement of two statistics, each
+computed from made-up figures (clean, noisy, non-monotone and degenerate), so no assertion here depends on how fast or
+busy this machine is; each says "too noisy to conclude" instead of concluding from bad figures."""
+
+import math
+import random
+
+import pytest
+
+from attention_lab.measure import conclusions
+
+LENGTHS = [256, 512, 1024, 2048]
+
+
+# ---- crossover -------------------------------------------------------------------------------------------------
+
+
+def test_crossover_faster_everywhere_starts_at_the_smallest_length():
+    result = conclusions.crossover(LENGTHS, [1.2, 1.5, 3.0, 6.0], name="sparse", baseline="dense")
+    assert (result.n, result.conclusive) == (256, True)
+    assert "every measured length" in str(result) and "n = 256 (1.20x)" in str(result)
+
+
+def test_crossover_never_faster():
+    result = conclusions.crossover(LENGTHS, [0.2, 0.4, 0.7, 0.9])
+    assert (result.n, result.conclusive) == (None, True) and "not faster" in result.message
+
+
+def test_crossover_is_where_it_becomes_faster_for_good():
+    result = conclusions.crossover(LENGTHS, [0.3, 0.5, 1.3, 3.2], name="sparse", baseline="dense")
+    assert (result.n, result.conclusive) == (1024, True)
+    assert "overtakes dense at n = 1024 (1.30x there, 0.50x at n = 512)" in result.message
+
+
+def test_crossover_with_a_dip_that_stays_above_one_is_still_a_crossover():
+    result = conclusions.crossover(LENGTHS, [0.5, 1.4, 1.1, 2.0])
+    assert (result.n, result.conclusive) == (512, True)
+
+
+def test_crossover_faster_then_slower_is_no_crossover_and_says_so():
+    result = conclusions.crossover(LENGTHS, [1.5, 1.2, 0.8, 0.6], name="sparse", baseline="dense")
+    assert (result.n, result.conclusive) == (None, True)
+    assert "faster than dense up to n = 512" in result.message and "slower from n = 1024" in result.message
+    assert "not faster" not in result.message  # it was faster at 256 and 512: the message must not deny it
+
+
+@pytest.mark.parametrize("ratios", [[1.2, 0.8, 1.5, 2.0], [0.8, 1.2, 0.9, 1.5], [1.1, 0.9, 1.1, 0.9]])
+def test_crossover_that_flips_twice_is_too_noisy(ratios):
+    result = conclusions.crossover(LENGTHS, ratios)
+    assert result.n is None and not result.conclusive
+    assert result.message.startswith("too noisy to conclude") and "rerun" in result.message
+
+
+def test_crossover_ratio_of_exactly_one_is_not_faster():
+    assert conclusions.crossover([1, 2], [1.0, 1.0]).n is None
+    assert conclusions.crossover([1, 2], [1.0, 1.01]).n == 2
+
+
+def test_crossover_single_length():
+    assert conclusions.crossover([512], [2.0]).n == 512
+    assert conclusions.crossover([512], [0.5]).n is None
+
+
+def test_crossover_never_contradicts_its_figures():
+    """On random figures: a conclusive n is faster there and at every larger n, and slower just before it."""
+    rng = random.Random(0)
+    for _ in range(2000):
+        size = rng.randint(1, 6)
+        ratios = [rng.choice([0.5, 0.9, 1.0, 1.1, 2.0]) * rng.uniform(0.9, 1.1) for _ in range(size)]
+        lengths = [2 ** (8 + k) for k in range(size)]
+        result = conclusions.crossover(lengths, ratios)
+        faster = [r > 1 for r in ratios]
+        if not result.conclusive:
+            assert sum(a != b for a, b in zip(faster, faster[1:])) > 1
+        elif result.n is None:
+            assert not faster[-1]
+        else:
+            k = lengths.index(result.n)
+            assert all(faster[k:]) and (k == 0 or not faster[k - 1])
+            assert not any(faster[:k])
+
+
+@pytest.mark.parametrize(("lengths", "ratios", "error", "match"), [
+    ([256, 512], [1.0], ValueError, "equal, non-zero length"),
+    ([], [], ValueError, "equal, non-zero length"),
+    ([512, 256], [1.0, 2.0], ValueError, "lengths must increase"),
+    ([256, 256], [1.0, 2.0], ValueError, "lengths must increase"),
+    ([0, 256], [1.0, 2.0], ValueError, "lengths must be > 0"),
+    ([256, 512], [0.0, 2.0], ValueError, "ratios must be > 0"),
+    ([256, 512], [-1.0, 2.0], ValueError, "ratios must be > 0"),
+    ([256, 512], [float("nan"), 2.0], ValueError, "must be finite"),
+    ([256, 512], [float("inf"), 2.0], ValueError, "must be finite"),
+    ([256, 512], [True, 2.0], TypeError, "only numbers"),
+    ([256, 512], "12", TypeError, "sequence of numbers"),
+    ([256, "512"], [1.0, 2.0], TypeError, "only numbers"),
+])
+def test_crossover_refuses_bad_input(lengths, ratios, error, match):
+    with pytest.raises(error, match=match):
+        conclusions.crossover(lengths, ratios)
+
+
+# ---- fit_slope -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("power", [1.0, 2.0, 1.5])
+def test_fit_slope_of_a_perfect_power_law_is_exact(power):
+    result = conclusions.fit_slope(LENGTHS, [3e-6 * n**power for n in LENGTHS], name="naive")
+    assert result.slope == pytest.approx(power, abs=1e-12) and result.r2 == pytest.approx(1.0, abs=1e-12)
+    assert result.conclusive and result.fitted_on == (256, 2048)
+    assert result.message == f"naive grows as n^{power:.2f} over n = 256 ... 2048 (r^2 = 1.000)"
+
+
+def test_fit_slope_on_mildly_noisy_figures_is_conclusive_and_close():
+    times = [1.0 * (1.05, 0.97, 1.02, 0.99)[k] * n**2 / 1e6 for k, n in enumerate(LENGTHS)]
+    result = conclusions.fit_slope(LENGTHS, times)
+    assert result.conclusive and abs(result.slope - 2) < 0.05 and 0.99 < result.r2 < 1
+
+
+@pytest.mark.parametrize("times", [
+    [1.0, 1.0, 4.0, 16.0],  # two lengths at identical times
+    [1.0, 4.0, 3.0, 16.0],  # a dip
+    [4.0, 3.0, 2.0, 1.0],   # falling
+    [2.0, 2.0, 2.0, 2.0],   # flat
+])
+def test_fit_slope_of_times_that_do_not_grow_is_too_noisy(times):
+    result = conclusions.fit_slope(LENGTHS, times, name="naive")
+    assert not result.conclusive
+    assert result.message.startswith("too noisy to conclude: naive does not rise at every step of n over "
+                                      "n = 256 ... 2048")
+    assert math.isfinite(result.slope) and 0 <= result.r2 <= 1
+
+
+def test_fit_slope_with_a_poor_fit_is_too_noisy():
+    result = conclusions.fit_slope(LENGTHS, [1.0, 1.01, 1.02, 100.0])
+    assert not result.conclusive and result.r2 < 0.95
+    assert "a line fits time poorly" in result.message and "rerun" in result.message
+    assert conclusions.fit_slope(LENGTHS, [1.0, 1.01, 1.02, 100.0], min_r2=0.5).conclusive
+
+
+def test_fit_slope_on_two_points_does_not_claim_a_fit_quality():
+    result = conclusions.fit_slope([512, 1024], [1.0, 4.0])
+    assert result.conclusive and result.slope == pytest.approx(2.0)
+    assert "two points, so no check of the fit" in result.message and "r^2" not in result.message
+
+
+@pytest.mark.parametrize(("lengths", "times", "kwargs", "error", "match"), [
+    ([256, 512], [1.0], {}, ValueError, "equal, non-zero length"),
+    ([256], [1.0], {}, ValueError, "at least two lengths"),
+    ([512, 256], [1.0, 2.0], {}, ValueError, "lengths must increase"),
+    ([0, 256], [1.0, 2.0], {}, ValueError, "lengths must be > 0"),
+    ([256, 512], [0.0, 2.0], {}, ValueError, "times must be > 0"),
+    ([256, 512], [-1.0, 2.0], {}, ValueError, "times must be > 0"),
+    ([256, 512], [float("nan"), 2.0], {}, ValueError, "finite"),
+    ([256, 512], [1.0, None], {}, TypeError, "only numbers"),
+    ([256, 512], [1.0, 2.0], {"min_r2": 1.5}, ValueError, "min_r2"),
+    ([256, 512], [1.0, 2.0], {"min_r2": True}, ValueError, "min_r2"),
+])
+def test_fit_slope_refuses_bad_input(lengths, times, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        conclusions.fit_slope(lengths, times, **kwargs)
+
+
+# ---- agreement between the round-by-round ratio and the fastest times -----------------------------------------
+
+
+@pytest.mark.parametrize(("ratio", "best", "expected"), [
+    (2.0, 2.0, True), (2.0, 2.4, True), (2.0, 2.6, False), (0.5, 0.45, True),
+    (1.05, 0.95, False),  # the two disagree on which variant is faster
+    (0.63, 51.63 / 72.40 * 2, False),
+])
+def test_agree(ratio, best, expected):
+    assert conclusions.agree(ratio, best) is expected
+
+
+def test_crossover_is_too_noisy_when_the_fastest_times_say_otherwise():
+    # round by round the variant is slower at 2048, yet its fastest time beats the baseline's fastest time
+    result = conclusions.crossover(LENGTHS, [0.3, 0.5, 0.7, 0.63], best_ratios=[0.3, 0.5, 0.7, 1.4], name="sparse")
+    assert not result.conclusive and result.n is None
+    assert "at n = 2048" in result.message and "disagree on whether sparse is faster" in result.message
+    agreeing = conclusions.crossover(LENGTHS, [0.3, 0.5, 1.3, 3.2], best_ratios=[0.4, 0.6, 1.1, 2.5])
+    assert agreeing.conclusive and agreeing.n == 1024
+    with pytest.raises(ValueError, match="equal, non-zero length"):
+        conclusions.crossover(LENGTHS, [0.3, 0.5, 1.3, 3.2], best_ratios=[1.0])

@@ -1,0 +1,96 @@
+"""attention_lab.measure.results: one reader for the committed benchmark CSVs, found from the package's own checkout
+(not the working folder), with the machine line a lesson prints; and a benchmark script's CSV read back by it."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attention_lab.measure.results import RESULTS_DIR, read_results
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMITTED = sorted((ROOT / "benchmarks" / "results").glob("*.csv"))
+
+
+def _write(path: Path, rows: list[dict[str, object]]) -> Path:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def _row(**changes: object) -> dict[str, object]:
+    return {"n": 1024, "variant": "dense", "machine": "AMD EPYC, 2 logical cores", "threads": 2,
+            "torch": "2.13.0+cpu", "date": "2026-12-01", "load": "0.7", **changes}
+
+
+def test_the_results_folder_is_this_checkouts():
+    assert RESULTS_DIR == ROOT / "benchmarks" / "results"
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: p.name)
+def test_every_committed_csv_reads_from_any_working_folder(path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a lesson of notebooks/zh-CN/ runs one folder deeper: the cwd must not matter
+    results = read_results(path.name)
+    with open(path, newline="", encoding="utf-8") as handle:
+        assert results.rows == list(csv.DictReader(handle))
+    first = results.rows[0]
+    assert results.path == path and results.missing == ""
+    assert results.machine.startswith(f"{first['machine']}, {first['threads']} thread")
+    assert f"torch {first['torch']}, {first['date']}, load average up to " in results.machine
+
+
+def test_the_label_names_the_highest_load_and_says_when_the_cores_were_shared(tmp_path):
+    quiet = read_results(_write(tmp_path / "quiet.csv", [_row(load="0.7"), _row(load="1.8")]))
+    assert quiet.machine == "AMD EPYC, 2 logical cores, 2 threads, torch 2.13.0+cpu, 2026-12-01, load average up to 1.8"
+    assert not quiet.busy
+    start_end = read_results(_write(tmp_path / "busy.csv", [_row(load="3.86 -> 4.11", threads=1)]))
+    assert start_end.machine.endswith("1 thread, torch 2.13.0+cpu, 2026-12-01, load average up to 4.1")
+    assert start_end.busy  # 4.11 > 1 thread: other work shared the cores
+    old_column = read_results(_write(tmp_path / "old.csv", [{**_row(), "load": None, "load_average": "15.6"}]))
+    assert old_column.machine.endswith("load average up to 15.6") and old_column.busy
+
+
+def test_rows_from_two_runs_name_both(tmp_path):
+    results = read_results(_write(tmp_path / "two.csv", [_row(), _row(date="2026-12-02")]))
+    assert "2026-12-01 / 2026-12-02" in results.machine
+
+
+def test_a_missing_file_says_what_to_run(tmp_path, monkeypatch):
+    results = read_results("no_such_benchmark.csv")
+    assert results.rows == [] and results.machine == ""
+    assert results.path == RESULTS_DIR / "no_such_benchmark.csv"
+    assert "run python benchmarks/no_such_benchmark.py to make it" in results.missing
+    (tmp_path / "empty.csv").write_text("n,variant\n", encoding="utf-8")
+    assert "holds no rows" in read_results(tmp_path / "empty.csv").missing
+
+
+def test_a_file_that_is_not_a_benchmark_csv_is_refused(tmp_path):
+    path = _write(tmp_path / "plain.csv", [{"n": 1, "variant": "a"}])
+    with pytest.raises(ValueError, match=r"read_results\(\): expected a benchmark CSV whose rows name .*without "
+                                         r"\['machine', 'threads', 'torch', 'date'\]"):
+        read_results(path)
+    with pytest.raises(TypeError, match=r"read_results\(\): name must be a CSV file name"):
+        read_results(3)
+
+
+def test_the_cost_benchmark_writes_a_csv_the_reader_reads(tmp_path):
+    path = tmp_path / "cost.csv"
+    script = ROOT / "benchmarks" / "cost_of_attention.py"
+    done = subprocess.run([sys.executable, str(script), "--lengths", "16", "32", "--heads", "1", "--head-dim", "4",
+                           "--rounds", "1", "--threads", "1", "--csv", str(path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "1 torch thread(s)" in done.stdout
+    assert "'s time grows as n^" in done.stdout or "too noisy to conclude" in done.stdout  # the fitted slopes
+    results = read_results(path)
+    assert [(r["n"], r["variant"]) for r in results.rows] == [
+        (n, name) for n in ("16", "32")
+        for name in ("naive (attention_lab)", "blockwise (attention_lab)", "F.scaled_dot_product_attention")]
+    assert all(float(r["fastest_ms"]) > 0 and int(r["peak_bytes"]) > 0 for r in results.rows)
+    assert results.machine.startswith(results.rows[0]["machine"] + ", 1 thread, torch ")
