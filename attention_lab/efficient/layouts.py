@@ -53,8 +53,7 @@ class BlockLayout(LayoutReaders):
         return cls(block_size, rules.local, f"local({block_size})")
 
     @classmethod
-    def sliding_window(cls, block_size: int, neighbours: int = 1, *, causal: bool = False,
-                       **renamed: object) -> BlockLayout:
+    def sliding_window(cls, block_size: int, neighbours: int = 1, *, causal: bool = False) -> BlockLayout:
         """Query block r sees key blocks c with |r - c| <= neighbours: its own block and ``neighbours`` key blocks
         on each side; with ``causal``, only the ``neighbours`` blocks before it (0 <= r - c <= neighbours).
 
@@ -68,14 +67,6 @@ class BlockLayout(LayoutReaders):
         Shape: a rule for any n; ``block_mask(n)`` -> ``(r, c)``, ``to_dense(n)`` -> ``(i, j)``.
         """
         fn = "BlockLayout.sliding_window"
-        if "window" in renamed:
-            fail(fn, f"the keyword window= is now neighbours= (got window={renamed['window']!r}): it counts the "
-                     f"key blocks on each side, the own block not included, while the window w of "
-                     f"sliding_window_mask(n, w) means |i - j| < w, the query included; write "
-                     f"sliding_window({block_size}, neighbours={renamed['window']!r})", TypeError)
-        if renamed:
-            fail(fn, f"unexpected keyword argument {next(iter(renamed))!r}; the parameters are block_size, "
-                     f"neighbours and causal", TypeError)
         check_positive_int(fn, "block_size", block_size)
         check_positive_int(fn, "neighbours", neighbours, minimum=0)
         check_bool(fn, "causal", causal)
