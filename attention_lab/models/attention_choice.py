@@ -36,9 +36,8 @@ from torch import nn
 from .._validation import check_positive_int, fail
 from ..core.masks import causal_mask
 from ..core.multihead import MultiHeadAttention
-from ..efficient.block_sparse import block_sparse_attention
+from ..efficient.block_sparse import BlockLayout, block_sparse_attention
 from ..efficient.cluster import cluster_attention
-from ..efficient.layouts import BlockLayout
 from ..efficient.linear import linear_attention
 from ..efficient.linformer import LinformerSelfAttention
 from ..efficient.performer import performer_attention

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from .._validation import check_choice, check_positive_int, fail
-from ..efficient.layouts import BlockLayout
+from ..efficient.block_sparse import BlockLayout
 from ..measure.memory import measure_peak_memory
 from ..measure.timing import Comparison, compare
 from ._task_base import _Task

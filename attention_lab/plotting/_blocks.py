@@ -7,7 +7,7 @@ import textwrap
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..efficient.layouts import BlockLayout
+from ..efficient.block_sparse import BlockLayout
 from ._base import MASK_CMAP, _new_axes
 from ._masks import _two_swatch_legend
 

@@ -8,7 +8,7 @@ import numbers
 
 import torch
 
-from ...efficient.layouts import BlockLayout
+from ...efficient.block_sparse import BlockLayout
 from ._core import correct, guard_errors, hint
 
 __all__ = ["connected_layout", "dilated_layout", "layers_to_connect", "predicted_sparsity"]
