@@ -24,11 +24,10 @@ import math
 import torch
 from torch.autograd.function import once_differentiable
 
-from .._validation import check_bool, check_positive_int, check_qkv
+from .._validation import LOW_PRECISION, check_bool, check_positive_int, check_qkv
 
 __all__ = ["blockwise_attention"]
 
-_LOW_PRECISION = (torch.float16, torch.bfloat16)
 _LOG2_E = math.log2(math.e)
 _RESCALE_MARGIN = 12.0  # in base 2: the running max moves only when a block beats it by more (2^12 = 4096)
 _TILE_ELEMENTS = 1 << 19  # scores per tile: 2 MiB in fp32 (at least one block of queries), measured
@@ -209,7 +208,7 @@ def blockwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, bl
         return (q @ k.transpose(-2, -1)) @ v  # (..., i, j) @ (..., j, dv) -> (..., i, dv)
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     dtype = q.dtype
-    work = torch.float32 if dtype in _LOW_PRECISION else dtype
+    work = torch.float32 if dtype in LOW_PRECISION else dtype
     # expand + reshape: autograd sums the gradient back over broadcast dimensions
     q3, k3, v3 = (x.to(work).expand(*lead, *x.shape[-2:]).reshape(-1, *x.shape[-2:])  # (B, n, d), B = prod(...)
                   for x in (q, k, v))

@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .._validation import check_positive_int, check_qkv, fail
+from .._validation import check_bool, check_positive_int, check_qkv, fail
 
 __all__ = ["cluster_attention", "kmeans_clusters"]
 
@@ -131,8 +131,7 @@ def cluster_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, num_
     fn = "cluster_attention"
     check_qkv(fn, q, k, v)
     _check_clusters(fn, num_clusters, seed, k.shape[-2])
-    if not isinstance(return_clusters, bool):
-        fail(fn, f"return_clusters must be True or False, got {type(return_clusters).__name__}", TypeError)
+    check_bool(fn, "return_clusters", return_clusters)
     query_clusters, key_clusters = kmeans_clusters(q, k, num_clusters=num_clusters, seed=seed)
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     i, j = q.shape[-2], k.shape[-2]

@@ -26,7 +26,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from .._validation import check_qkv, fail
+from .._validation import check_bool, check_qkv, fail
 
 __all__ = ["FEATURE_MAPS", "kernel_attention", "linear_attention", "linear_attention_recurrent"]
 
@@ -133,8 +133,7 @@ def _kernel_attention(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor,
 
 
 def _check_causal(fn: str, causal: object, q: torch.Tensor, k: torch.Tensor) -> None:
-    if not isinstance(causal, bool):
-        fail(fn, f"causal must be True or False, got {type(causal).__name__} {causal!r}", TypeError)
+    check_bool(fn, "causal", causal)
     if causal and q.shape[-2] != k.shape[-2]:
         fail(fn, f"causal=True needs as many queries as keys (self-attention), got i={q.shape[-2]} and "
                  f"j={k.shape[-2]}")

@@ -18,10 +18,10 @@ from einops import rearrange
 from torch import nn
 
 from .._validation import (
-    check_fixed_length_input,
     check_heads_divide,
-    check_positive_int,
+    check_positive_ints,
     check_qkv,
+    check_sequence_input,
     check_tensor,
     fail,
 )
@@ -70,10 +70,7 @@ class LinformerSelfAttention(nn.Module):
     def __init__(self, embed_dim: int, num_heads: int, seq_len: int, rank: int, *, bias: bool = True) -> None:
         super().__init__()
         fn = "LinformerSelfAttention"
-        check_positive_int(fn, "embed_dim", embed_dim)
-        check_positive_int(fn, "num_heads", num_heads)
-        check_positive_int(fn, "seq_len", seq_len)
-        check_positive_int(fn, "rank", rank)
+        check_positive_ints(fn, embed_dim=embed_dim, num_heads=num_heads, seq_len=seq_len, rank=rank)
         if rank > seq_len:
             fail(fn, f"rank must be at most seq_len={seq_len} (projecting to more rows than positions adds nothing), "
                      f"got rank={rank}")
@@ -92,7 +89,7 @@ class LinformerSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, need_weights: bool = False
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
         fn = "LinformerSelfAttention.forward"
-        check_fixed_length_input(fn, x, self.embed_dim, self.seq_len)
+        check_sequence_input(fn, "x", x, self.q_proj.weight, max_len=self.seq_len)
         if mask is not None:
             fail(fn, "Linformer takes no mask: E and F mix every position, so no key can be hidden from a query; use "
                      "softmax or linear attention for causal or padded inputs")

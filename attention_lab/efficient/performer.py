@@ -24,7 +24,7 @@ import math
 
 import torch
 
-from .._validation import check_positive_int, check_qkv, fail
+from .._validation import check_bool, check_positive_int, check_positive_ints, check_qkv, fail
 from .linear import _check_causal, _kernel_attention
 
 __all__ = ["performer_attention", "performer_feature_map", "performer_projection"]
@@ -42,11 +42,9 @@ def performer_projection(head_dim: int, num_features: int, *, seed: int = 0, ort
     Shape: -> W ``(m, d)`` with m = num_features, d = head_dim.
     """
     fn = "performer_projection"
-    check_positive_int(fn, "head_dim", head_dim)
-    check_positive_int(fn, "num_features", num_features)
+    check_positive_ints(fn, head_dim=head_dim, num_features=num_features)
     check_positive_int(fn, "seed", seed, minimum=0)
-    if not isinstance(orthogonal, bool):
-        fail(fn, f"orthogonal must be True or False, got {type(orthogonal).__name__} {orthogonal!r}", TypeError)
+    check_bool(fn, "orthogonal", orthogonal)
     generator = torch.Generator().manual_seed(seed)
     d, m = head_dim, num_features
     if not orthogonal:

@@ -11,7 +11,7 @@ Multi-head latent attention keeps one latent of ``latent_dim`` numbers per posit
 
 from __future__ import annotations
 
-from .._validation import check_positive_int
+from .._validation import check_positive_int, check_positive_ints
 
 __all__ = ["kv_cache_bytes"]
 
@@ -28,9 +28,8 @@ def kv_cache_bytes(*, num_layers: int, num_kv_heads: int, head_dim: int, seq_len
     Shape: integers -> an integer number of bytes.
     """
     fn = "kv_cache_bytes"
-    for name, value in (("num_layers", num_layers), ("num_kv_heads", num_kv_heads), ("head_dim", head_dim),
-                        ("seq_len", seq_len), ("batch_size", batch_size), ("bytes_per_value", bytes_per_value)):
-        check_positive_int(fn, name, value)
+    check_positive_ints(fn, num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=head_dim, seq_len=seq_len,
+                        batch_size=batch_size, bytes_per_value=bytes_per_value)
     per_position = 2 * num_kv_heads * head_dim
     if latent_dim is not None:
         per_position = check_positive_int(fn, "latent_dim", latent_dim)

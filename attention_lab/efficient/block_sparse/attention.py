@@ -31,13 +31,11 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from ..._validation import check_qkv, fail
+from ..._validation import LOW_PRECISION, check_qkv, fail
 from .cpu_tuning import Plan, band_attention, plan_for, query_block_groups
 from .layout import BlockLayout
 
 __all__ = ["block_sparse_attention"]
-
-_LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
 def _blocks_of(x: torch.Tensor, size: int, pad: int) -> torch.Tensor:
@@ -138,7 +136,7 @@ def _gather(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: Plan, size:
             hidden = plan.hidden[first:last, :, :width].flatten(-2)  # (g, q, C*k)
             # In place is safe: the matmul's backward needs its inputs, not its output.
             scores.masked_fill_(hidden, float("-inf"))
-        if scores.dtype in _LOW_PRECISION:
+        if scores.dtype in LOW_PRECISION:
             weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype)
         else:
             weights = torch.softmax(scores, dim=-1)  # (..., g, q, C*k)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from ..._validation import check_bool, check_positive_int, fail
+from ..._validation import check_bool, check_positive_int, check_positive_ints, fail
 from . import _rules as rules
 
 __all__ = ["BlockLayout"]
@@ -80,8 +80,7 @@ class BlockLayout:
         Shape: a rule for any n; ``block_mask(n)`` -> ``(r, c)``, ``to_dense(n)`` -> ``(i, j)``.
         """
         fn = "BlockLayout.strided"
-        check_positive_int(fn, "block_size", block_size)
-        check_positive_int(fn, "stride", stride)
+        check_positive_ints(fn, block_size=block_size, stride=stride)
         return cls(block_size, lambda nb: rules.strided(nb, stride), f"strided({block_size}, stride={stride})")
 
     @classmethod
@@ -111,8 +110,7 @@ class BlockLayout:
         Shape: a rule for any n; ``block_mask(n)`` -> ``(r, c)``, ``to_dense(n)`` -> ``(i, j)``.
         """
         fn = "BlockLayout.random"
-        check_positive_int(fn, "block_size", block_size)
-        check_positive_int(fn, "per_row", per_row)
+        check_positive_ints(fn, block_size=block_size, per_row=per_row)
         check_positive_int(fn, "seed", seed, minimum=0)
         return cls(block_size, lambda nb: rules.random(nb, per_row, seed),
                    f"random({block_size}, per_row={per_row}, seed={seed})")
@@ -136,12 +134,8 @@ class BlockLayout:
         Shape: a rule for any n; ``block_mask(n)`` -> ``(r, c)``, ``to_dense(n)`` -> ``(i, j)``.
         """
         fn = "BlockLayout.bigbird"
-        check_positive_int(fn, "block_size", block_size)
-        check_positive_int(fn, "neighbours", neighbours, minimum=0)
-        check_positive_int(fn, "global_blocks", global_blocks)
-        check_positive_int(fn, "random_per_row", random_per_row, minimum=0)
-        check_positive_int(fn, "seed", seed, minimum=0)
-        check_positive_int(fn, "head", head, minimum=0)
+        check_positive_ints(fn, block_size=block_size, global_blocks=global_blocks)
+        check_positive_ints(fn, minimum=0, neighbours=neighbours, random_per_row=random_per_row, seed=seed, head=head)
         return cls(block_size, lambda nb: rules.bigbird(nb, neighbours, global_blocks, random_per_row, seed, head),
                    f"bigbird({block_size}, neighbours={neighbours}, global_blocks={global_blocks}, "
                    f"random_per_row={random_per_row}, seed={seed}, head={head})")
@@ -159,9 +153,7 @@ class BlockLayout:
         Shape: a rule for any n; ``block_mask(n)`` -> ``(r, c)``, ``to_dense(n)`` -> ``(i, j)``.
         """
         fn = "BlockLayout.fixed"
-        check_positive_int(fn, "block_size", block_size)
-        check_positive_int(fn, "stride", stride)
-        check_positive_int(fn, "summary", summary)
+        check_positive_ints(fn, block_size=block_size, stride=stride, summary=summary)
         if summary > stride:
             fail(fn, f"summary must be <= stride (the summary blocks are the last ones of each stride), got "
                      f"summary={summary} and stride={stride}")
