@@ -7,6 +7,7 @@ from _tolerances import TOL
 from torch import nn
 
 import attention_lab as al
+from attention_lab import reference
 from attention_lab.core.masks import causal_mask
 from attention_lab.measure.memory import measure_peak_memory
 from attention_lab.models.generate import decode, forward_with_cache, make_caches, next_token_timers
@@ -131,6 +132,26 @@ def test_kv_cache_bytes_is_what_the_caches_allocate_to_the_byte():
     mla = al.MultiHeadLatentAttention(48, 6, 10)
     assert mla.new_cache(5, 37).nbytes == al.kv_cache_bytes(num_layers=1, num_kv_heads=6, head_dim=8, seq_len=37,
                                                              batch_size=5, bytes_per_value=4, latent_dim=10)
+
+
+@pytest.mark.parametrize("config", [
+    dict(num_layers=32, num_kv_heads=8, head_dim=128, seq_len=8192),  # Llama-3-8B
+    dict(num_layers=3, num_kv_heads=2, head_dim=8, seq_len=37, batch_size=5),
+    dict(num_layers=2, num_kv_heads=6, head_dim=8, seq_len=37, batch_size=5, latent_dim=10),
+])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float64, torch.float8_e4m3fn])
+def test_kv_cache_bytes_equals_the_reference_count_from_tensors(config, dtype):
+    ours = al.kv_cache_bytes(**config, bytes_per_value=dtype.itemsize)
+    assert ours == reference.kv_cache_bytes(**config, dtype=dtype)
+
+
+@pytest.mark.parametrize("shapes", [[(2, 3, 5, 4)] * 3, [(1, 2, 7, 8), (1, 2, 3, 8), (1, 2, 3, 5)],
+                                    [(4, 9, 6), (4, 1, 6), (4, 1, 6)]], ids=["i=j", "i!=j, dv!=d", "one key"])
+def test_count_flops_of_attention_equals_the_reference_count(shapes):
+    q, k, v = (torch.randn(shape) for shape in shapes)
+    expected = reference.attention_flops(q, k, v)
+    assert al.count_flops(torch.nn.functional.scaled_dot_product_attention, q, k, v) == expected
+    assert al.count_flops(reference.attention, q, k, v) == expected  # the written-out math, matmul by matmul
 
 
 def test_count_flops_counts_the_cpu_attention_kernel():

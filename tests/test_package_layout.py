@@ -4,6 +4,7 @@ imports plotting, no module imports itself back through others (no loop), and ev
 
 import ast
 import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,20 @@ def test_the_loop_finder_finds_a_loop(tmp_path, monkeypatch):
 def test_modules_stay_short(path):
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines < MAX_LINES, f"{path.relative_to(PACKAGE)} has {lines} lines; split it by job (CONTRIBUTING)"
+
+
+FAST_PATHS = sorted(path for folder in ("efficient", "generation") for path in (PACKAGE / folder).rglob("*.py")
+                    if path.name != "__init__.py")
+
+
+@pytest.mark.parametrize("path", FAST_PATHS, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_every_fast_path_names_its_reference_and_how_it_differs(path):
+    """CONTRIBUTING "Adding an attention variant": a module of efficient/ or generation/ opens with a docstring that
+    names its plain version in reference.py and says how it differs and what that buys."""
+    docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    named = re.findall(r"attention_lab\.reference\.(\w+)", docstring)
+    assert named, f"{path.relative_to(PACKAGE)}: the module docstring names no function of reference.py"
+    missing = set(named) - set(attention_lab.reference.__all__)
+    assert not missing, f"{path.relative_to(PACKAGE)} names {sorted(missing)}, which reference.py does not have"
+    assert re.search(r"differ", docstring) and re.search(r"\bbuy", docstring), (
+        f"{path.relative_to(PACKAGE)}: say how it differs from the reference and what that buys")

@@ -8,6 +8,12 @@ memory O(n * rank). The effective weight of query i on value j is sum_r alpha'_{
 the construction: E mixes positions, so there is no causal version (a row of K' would mix future keys), and E has
 one column per position, so the model is tied to its ``seq_len`` (shorter inputs use the first columns).
 With rank = seq_len and E = F = identity it is exactly multi-head attention.
+
+How it differs from :func:`attention_lab.reference.linformer_attention` (softmax attention over E K and F V, and the
+effective weights alpha' F written out as an i x j matrix; tested equal in fp64, values and gradients) and what
+that buys: it runs PyTorch's fused attention over the ``rank`` projected rows and never forms the i x j weights,
+so time and memory grow as n * rank instead of n^2 (``need_weights=True`` returns the ``(i, rank)`` weights over
+the projected rows, not the i x j ones).
 """
 
 from __future__ import annotations

@@ -14,8 +14,10 @@ Each feature vector is multiplied by a constant to keep exp() from overflowing: 
 logits, for keys the largest logit over all keys of that (batch, head). A constant per query cancels in that query's
 normalisation, one constant for all keys cancels in every query's, so the result is unchanged (up to rounding).
 
-Differences from :func:`attention_lab.reference.performer_attention` (the same features, i x j matrix written out):
-the associative order and these stabilising constants.
+How it differs from :func:`attention_lab.reference.performer_attention` (the same features, the i x j matrix
+written out; tested equal in fp64 for the same random directions) and what that buys: the associative order of
+linear attention (O(n m d) time and no i x j matrix, where the reference is quadratic), and these stabilising
+constants, which keep exp() finite for large logits where the reference's features overflow.
 """
 
 from __future__ import annotations

@@ -13,6 +13,13 @@ Written out, the dense kind is ordinary dot-product attention whose keys belong 
 B_{i,j} = h^i . w_j + c_j with h^i = relu(W_1 x^i + c_1) and w_j, c_j row j of W_2, c_2. Appending a 1 to h^i and
 c_j to w_j makes it a plain dot product, so the module runs it through ``F.scaled_dot_product_attention`` (scale 1)
 and never stores the i x j matrix. The random kind's matrix is itself the parameter, so it is stored.
+
+How it differs from :func:`attention_lab.reference.synthesizer_attention` (softmax over the given scores B, then
+the weighted sum of values; tested equal in fp64, the functional form and the dense module against its scores
+written out, with and without ``causal``) and what that buys: the dense kind never materialises B, it runs PyTorch's
+fused kernel on the dot-product form above (with v padded to the width of q and k, or the kernel falls back to one
+that stores the (b, h, i, j) weights: at b = 16, h = 2, n = 1024, e = 32 one layer's forward and backward took half
+the time and a thirteenth of the memory of that fallback); the random kind is the reference itself.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ step (queries, keys and values, rotated by their positions when the layer uses R
 the new keys alone or, with a cache, over the cached keys that the new ones are appended to.
 
 Reference: :func:`attention_lab.reference.grouped_query_attention`, which repeats each key/value head over its group
-of query heads and runs plain attention (tested equal in fp64, with every cache, chunk by chunk, against the whole
-sequence at once). How it differs and what that buys: it never repeats the keys and values.
+of query heads and runs plain attention (tested equal in fp64; with every cache, decoding chunk by chunk equals the
+whole sequence at once). How it differs and what that buys: it never repeats the keys and values.
 ``F.scaled_dot_product_attention(..., enable_gqa=True)`` reads key/value head i // g for query head i, so the cache
 holds h / h_kv times fewer numbers and decoding reads h / h_kv times fewer of them at every step.
 """

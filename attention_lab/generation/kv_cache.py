@@ -15,10 +15,11 @@ to keep them, with one interface (``append`` returns everything cached, ``len(ca
   attention rebuilds them (:class:`~attention_lab.MultiHeadLatentAttention`).
 
 Reference: decoding without a cache, :func:`attention_lab.reference.attention` over every position with the causal
-mask (for the sliding cache :func:`attention_lab.reference.sliding_window_attention`); the tests compare each cache's
-step-by-step outputs with it. How a cache differs and what it buys: each new token's step reads the kept keys and
-values instead of recomputing them, so a step costs one token's projections plus one row of attention instead of
-the whole prefix again (lesson 11 counts the FLOPs and times both).
+mask (for the sliding cache :func:`attention_lab.reference.sliding_window_attention`); the tests decode with each
+cache chunk by chunk and compare with the whole sequence at once, and the sliding cache with that reference. How a
+cache differs and what it buys: each new token's step reads the kept keys and values instead of recomputing them, so
+a step costs one token's projections plus one row of attention instead of the whole prefix again (lesson 11 counts
+the FLOPs and times both).
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ check their arguments and bind them to one of these. After the rules: the lists 
 the conversion into a FlexAttention ``BlockMask``, both read from ``(keep, lower)``.
 
 Reference: :func:`attention_lab.reference.block_sparse_attention` expands ``(keep, lower)`` into the element mask
-(``BlockLayout.to_dense``); the tests check every rule's mask against its formula per query row.
+(``BlockLayout.to_dense``); the tests check every rule's mask against its formula per query row. How the rules
+differ from that mask and what that buys: they decide r x c block pairs, not n x n entries, so a layout costs the
+same for any sequence length with the same number of blocks.
 """
 
 from __future__ import annotations

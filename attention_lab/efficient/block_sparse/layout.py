@@ -7,6 +7,11 @@ granularity. A kept block is either full, or, for causal layouts on the diagonal
 so that ``BlockLayout.causal(b).to_dense(n)`` is exactly the causal mask. Layouts combine with ``|`` (union) and
 ``&`` (intersection) element by element, as masks do. One layout is one head's pattern; layouts that differ per
 head (BigBird's random blocks) are a list of layouts, one per head, which ``block_sparse_attention`` accepts.
+
+Reference: :func:`attention_lab.reference.block_sparse_attention` is dense attention masked by ``to_dense(n)``, the
+element mask this rule stands for (the tests check each constructor's mask against its formula, row by row). How a
+layout differs from that mask and what that buys: it answers per block pair, so what block-sparse attention
+computes (``kept_blocks``) and what it skips (``sparsity``) come from r x c blocks, never from n x n entries.
 """
 
 from __future__ import annotations
