@@ -199,7 +199,10 @@ class GroupedQueryAttention(nn.Module):
                 f"head_dim={self.head_dim}, rope={self.rope}")
 
     def new_cache(self, batch_size: int, max_len: int) -> KVCache:
-        """An empty :class:`~attention_lab.KVCache` for this layer, on its device and in its dtype."""
+        """An empty :class:`~attention_lab.KVCache` for this layer, on its device and in its dtype.
+
+        Shape: a cache whose buffers are ``(b, h_kv, max_len, d)``, b = batch_size.
+        """
         weight = self.q_proj.weight
         return KVCache(batch_size, self.num_kv_heads, max_len, self.head_dim, dtype=weight.dtype,
                        device=weight.device)

@@ -69,7 +69,7 @@ class _Cache:
         return self._seen
 
     def reset(self) -> None:
-        """Forget every position; the buffers stay allocated."""
+        """Forget every position; the buffers stay allocated. Shape: ``len(cache)`` becomes 0."""
         self._seen = 0
 
     def _check_new(self, fn: str, axes: tuple[str, ...], sizes: tuple[int | str, ...], **tensors: object) -> int:
@@ -156,7 +156,10 @@ class KVCache(_KeyValueCache):
         return self.keys[:, :, :end], self.values[:, :, :end]  # views, (b, h_kv, len, d)
 
     def crop(self, length: int) -> None:
-        """Keep only the first ``length`` positions (the next append overwrites the rest)."""
+        """Keep only the first ``length`` positions (the next append overwrites the rest).
+
+        Shape: the next append returns ``(b, h_kv, length + t, d)``.
+        """
         self._seen = self._check_crop(length)
 
 
@@ -183,12 +186,12 @@ class ConcatKVCache(_KeyValueCache):
         return self.keys, self.values
 
     def crop(self, length: int) -> None:
-        """Keep only the first ``length`` positions."""
+        """Keep only the first ``length`` positions. Shape: keys and values become ``(b, h_kv, length, d)``."""
         self._seen = self._check_crop(length)
         self.keys, self.values = self.keys[:, :, :length], self.values[:, :, :length]  # (b, h_kv, length, d)
 
     def reset(self) -> None:
-        """Forget every position."""
+        """Forget every position. Shape: keys and values become ``(b, h_kv, 0, d)``."""
         self.keys, self.values = self._buffer(0), self._buffer(0)  # (b, h_kv, 0, d) each
         self._seen = 0
 

@@ -60,7 +60,10 @@ class MultiHeadLatentAttention(nn.Module):
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, latent_dim={self.latent_dim}"
 
     def new_cache(self, batch_size: int, max_len: int) -> LatentCache:
-        """An empty :class:`LatentCache` for this layer: ``batch_size x max_len x latent_dim`` values."""
+        """An empty :class:`~attention_lab.LatentCache` for this layer, on its device and in its dtype.
+
+        Shape: a cache whose buffer is ``(b, max_len, r)``, b = batch_size, r = latent_dim.
+        """
         weight = self.q_proj.weight
         return LatentCache(batch_size, max_len, self.latent_dim, dtype=weight.dtype, device=weight.device)
 
