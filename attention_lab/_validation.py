@@ -133,13 +133,19 @@ def check_sequence_input(fn: str, name: str, x: object, weight: torch.Tensor, *,
         fail(fn, f"{name} must have shape (b, i, e) with 1 <= i <= seq_len={max_len} (the module's weights are tied "
                  f"to positions), got shape {tuple(x.shape)}; build the module with a larger seq_len for longer "
                  f"inputs")
-    if x.dtype != weight.dtype:
-        fail(fn, f"{name} must have the module's dtype {weight.dtype}, got {x.dtype}; convert the input with "
-                 f"{name}.to({weight.dtype}) or the module with .to({x.dtype})", TypeError)
-    if x.device != weight.device:
-        fail(fn, f"{name} must be on the module's device {weight.device}, got {x.device}; move it with "
-                 f"{name}.to({str(weight.device)!r})")
+    check_dtype_device(fn, name, x, weight, owner="the module",
+                       fix=f"convert the input with {name}.to({weight.dtype}) or the module with .to({x.dtype})")
     return x
+
+
+def check_dtype_device(fn: str, name: str, x: torch.Tensor, like: torch.Tensor, *, owner: str, fix: str) -> None:
+    """``x`` has the dtype and the device of ``like``, the tensors of its ``owner`` (a module's weights, a cache's
+    buffers); ``fix`` says how to convert when the dtype differs."""
+    if x.dtype != like.dtype:
+        fail(fn, f"{name} must have {owner}'s dtype {like.dtype}, got {x.dtype}; {fix}", TypeError)
+    if x.device != like.device:
+        fail(fn, f"{name} must be on {owner}'s device {like.device}, got {x.device}; move it with "
+                 f"{name}.to({str(like.device)!r})")
 
 
 def check_scale(fn: str, scale: object) -> float | None:
@@ -166,31 +172,31 @@ def check_same_dtype_device(fn: str, **tensors: torch.Tensor) -> None:
 
 def check_qk(fn: str, q: torch.Tensor, k: torch.Tensor) -> None:
     """q ``(..., i, d)`` and k ``(..., j, d)``: same d, broadcastable leading dims."""
-    check_tensor(fn, "q", q, min_dim=2, floating=True)
-    check_tensor(fn, "k", k, min_dim=2, floating=True)
-    check_same_dtype_device(fn, q=q, k=k)
-    if q.shape[-1] != k.shape[-1]:
-        fail(fn, f"q and k must have the same last dimension d, got q {tuple(q.shape)} (d={q.shape[-1]}) and "
-                 f"k {tuple(k.shape)} (d={k.shape[-1]}); project them to one size first")
-    try:
-        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-    except RuntimeError:
-        fail(fn, f"the leading (batch, head) dimensions of q {tuple(q.shape)} and k {tuple(k.shape)} do not "
-                 f"broadcast; expected shapes (..., i, d) and (..., j, d) with matching '...'")
+    _check_attention_inputs(fn, {"q": q, "k": k})
 
 
 def check_qkv(fn: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     """q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)``."""
-    check_qk(fn, q, k)
-    check_tensor(fn, "v", v, min_dim=2, floating=True)
-    check_same_dtype_device(fn, q=q, v=v)
-    if k.shape[-2] != v.shape[-2]:
+    _check_attention_inputs(fn, {"q": q, "k": k, "v": v})
+
+
+def _check_attention_inputs(fn: str, tensors: dict[str, torch.Tensor]) -> None:
+    for name, x in tensors.items():
+        check_tensor(fn, name, x, min_dim=2, floating=True)
+    check_same_dtype_device(fn, **tensors)
+    q, k, v = tensors["q"], tensors["k"], tensors.get("v")
+    if q.shape[-1] != k.shape[-1]:
+        fail(fn, f"q and k must have the same last dimension d, got q {tuple(q.shape)} (d={q.shape[-1]}) and "
+                 f"k {tuple(k.shape)} (d={k.shape[-1]}); project them to one size first")
+    if v is not None and k.shape[-2] != v.shape[-2]:
         fail(fn, f"k and v must have the same number of positions j, got k {tuple(k.shape)} (j={k.shape[-2]}) "
                  f"and v {tuple(v.shape)} (j={v.shape[-2]}); every key needs exactly one value")
     try:
-        torch.broadcast_shapes(q.shape[:-2], v.shape[:-2])
+        torch.broadcast_shapes(*(x.shape[:-2] for x in tensors.values()))
     except RuntimeError:
-        fail(fn, f"the leading dimensions of q {tuple(q.shape)} and v {tuple(v.shape)} do not broadcast")
+        given = " and ".join(f"{name} {tuple(x.shape)}" for name, x in tensors.items())
+        fail(fn, f"the leading (batch, head) dimensions of {given} do not broadcast; expected shapes (..., i, d), "
+                 f"(..., j, d) and (..., j, dv) with matching '...'")
 
 
 def check_mask(fn: str, mask: object, target: torch.Size | tuple[int, ...], *, allow_float: bool,

@@ -132,8 +132,8 @@ def test_bad_inputs_name_the_cache_and_what_it_expects():
         cache.append(torch.randn(2, 1, 1, 4), torch.randn(2, 1, 1, 4))
     with pytest.raises(ValueError, match=r"k and v must hold the same number of positions t"):
         cache.append(torch.randn(B, H, 2, D), torch.randn(B, H, 1, D))
-    with pytest.raises(TypeError, match=r"k must have the cache's dtype torch.float32 and device cpu, got "
-                                        r"torch.float64"):
+    with pytest.raises(TypeError, match=r"KVCache.append\(\): k must have the cache's dtype torch.float32, got "
+                                        r"torch.float64; build the cache with the dtype= and device= of the layer"):
         cache.append(*kv(1, torch.float64))
     with pytest.raises(TypeError, match=r"k must be a torch.Tensor, got list"):
         cache.append([1.0], [1.0])

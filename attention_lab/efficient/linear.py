@@ -142,6 +142,15 @@ def _check_causal(fn: str, causal: object, q: torch.Tensor, k: torch.Tensor) -> 
                  f"j={k.shape[-2]}")
 
 
+def _checked_features(fn: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: object,
+                      feature_map: object) -> tuple[torch.Tensor, torch.Tensor]:
+    """phi(q) and phi(k), after the checks every linear attention makes: the shapes of q, k, v, ``causal``, the
+    feature map and its output."""
+    check_qkv(fn, q, k, v)
+    _check_causal(fn, causal, q, k)
+    return _features(fn, feature_map, q, "q"), _features(fn, feature_map, k, "k")
+
+
 def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
                      feature_map: str | Callable[[torch.Tensor], torch.Tensor] = "elu") -> torch.Tensor:
     """Linear attention (Katharopoulos et al. 2020): b^i = phi(q^i)^T S / phi(q^i)^T z, in O(n) time and memory.
@@ -152,11 +161,7 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causa
 
     Shape: q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)`` -> ``(..., i, dv)``.
     """
-    fn = "linear_attention"
-    check_qkv(fn, q, k, v)
-    _check_causal(fn, causal, q, k)
-    phi_q = _features(fn, feature_map, q, "q")  # (..., i, m)
-    phi_k = _features(fn, feature_map, k, "k")  # (..., j, m)
+    phi_q, phi_k = _checked_features("linear_attention", q, k, v, causal, feature_map)  # (..., i, m), (..., j, m)
     return _kernel_attention(phi_q, phi_k, v, causal)
 
 
@@ -170,11 +175,7 @@ def linear_attention_recurrent(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
 
     Shape: q ``(..., n, d)``, k ``(..., n, d)``, v ``(..., n, dv)`` -> ``(..., n, dv)``.
     """
-    fn = "linear_attention_recurrent"
-    check_qkv(fn, q, k, v)
-    _check_causal(fn, True, q, k)
-    phi_q = _features(fn, feature_map, q, "q")  # (..., n, m)
-    phi_k = _features(fn, feature_map, k, "k")  # (..., n, m)
+    phi_q, phi_k = _checked_features("linear_attention_recurrent", q, k, v, True, feature_map)  # (..., n, m) each
     lead = torch.broadcast_shapes(phi_q.shape[:-2], phi_k.shape[:-2], v.shape[:-2])
     state = v.new_zeros(*lead, phi_k.shape[-1], v.shape[-1])  # S, (..., m, dv)
     z = v.new_zeros(*lead, phi_k.shape[-1])  # z, (..., m)

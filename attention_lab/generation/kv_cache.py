@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from .._validation import check_positive_int, check_positive_ints, check_tensor, fail
+from .._validation import check_dtype_device, check_positive_int, check_positive_ints, check_tensor, fail
 
 __all__ = ["ConcatKVCache", "KVCache", "LatentCache", "SlidingWindowKVCache"]
 
@@ -83,9 +83,8 @@ class _Cache:
                                   for axis_name, size in zip(axes, sizes) if axis_name != "t")
                 fail(fn, f"{name} must have shape ({', '.join(axes)}) = ({', '.join(map(str, sizes))}) (the cache was "
                          f"built with {built}), got shape {tuple(x.shape)}; build the cache to match the layer")
-            if x.dtype != self.dtype or x.device != self.device:
-                fail(fn, f"{name} must have the cache's dtype {self.dtype} and device {self.device}, got {x.dtype} on "
-                         f"{x.device}; build the cache with dtype= and device= of the layer", TypeError)
+            check_dtype_device(fn, name, x, getattr(self, self._buffers[0]), owner="the cache",
+                               fix="build the cache with the dtype= and device= of the layer")
         lengths = {name: x.shape[axis] for name, x in tensors.items()}
         if len(set(lengths.values())) > 1:
             fail(fn, f"{' and '.join(lengths)} must hold the same number of positions t, got "
