@@ -30,7 +30,7 @@ from ._task_base import _Task
 from .attention_choice import AttentionSpec, attention_spec
 from .tasks import IGNORE_INDEX, AssociativeRecall, ListOps, make_generator
 from .training import _loss_and_accuracy, evaluate, make_optimizer, train
-from .transformer import TinyTransformer
+from .transformer import TinyTransformer, TransformerConfig
 
 __all__ = ["LONG_RANGE_ATTENTIONS", "LONG_RANGE_TASKS", "LongRangeResult", "LongRangeSetting", "blind_accuracy",
            "long_range_task",
@@ -159,8 +159,9 @@ def _benchmark_model(the_task: object, attention: str, n: int, seed: int, settin
                      ) -> TinyTransformer:
     """The benchmark's model for one attention, seeded, position embeddings zeroed and frozen."""
     torch.manual_seed(seed)
-    model = TinyTransformer(the_task.vocab_size, setting.d_model, setting.num_heads, setting.num_layers, max_len=n,
-                            attention=LONG_RANGE_ATTENTIONS[attention])
+    model = TinyTransformer(TransformerConfig(vocab_size=the_task.vocab_size, max_len=n, d_model=setting.d_model,
+                                              num_heads=setting.num_heads, num_layers=setting.num_layers,
+                                              attention=LONG_RANGE_ATTENTIONS[attention]))
     with torch.no_grad():
         model.position_embedding.weight.zero_()  # content-only tasks: see the module docstring
     model.position_embedding.weight.requires_grad_(False)
