@@ -1,4 +1,4 @@
-"""TinyTransformer(attention=...): one model trains with every attention of the family; the default is unchanged."""
+"""TransformerConfig(attention=...): one model trains with every attention of the family; softmax is the default."""
 
 from __future__ import annotations
 

@@ -86,7 +86,7 @@ class AttentionSpec:
 def attention_spec(name: str, **options: object) -> AttentionSpec:
     """``attention_spec("performer", num_features=128)``: a name from :data:`ATTENTIONS` and its options.
 
-    Shape: no tensors; the spec is given to ``TinyTransformer(..., attention=spec)``.
+    Shape: no tensors; the spec is given to ``TransformerConfig(..., attention=spec)``.
     """
     fn = "attention_spec"
     if name not in _DEFAULTS:
