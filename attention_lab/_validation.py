@@ -17,6 +17,9 @@ import torch
 
 Choice = TypeVar("Choice")
 
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+"""Dtypes whose softmax sums are computed in fp32 (and the result cast back): their own sums lose too many digits."""
+
 
 def fail(fn: str, message: str, error: type[Exception] = ValueError) -> NoReturn:
     """Raise ``error("<fn>(): <message>")``; never returns, so code after a ``fail`` is never reached."""
@@ -80,25 +83,69 @@ def check_positive_int(fn: str, name: str, value: object, *, minimum: int = 1) -
     return value
 
 
+def check_positive_ints(fn: str, *, minimum: int = 1, **values: object) -> None:
+    """:func:`check_positive_int` on each keyword, in the order given: ``check_positive_ints(fn, embed_dim=e,
+    num_heads=h)``."""
+    for name, value in values.items():
+        check_positive_int(fn, name, value, minimum=minimum)
+
+
+def _divisors(n: int) -> list[int]:
+    return [k for k in range(1, n + 1) if n % k == 0]
+
+
 def check_heads_divide(fn: str, width_name: str, width: int, num_heads: int) -> int:
     """Whether ``num_heads`` divides the model width (each head gets ``width / num_heads`` features); returns the
     head dim. The error lists the head counts that work."""
     if width % num_heads:
-        divisors = [k for k in range(1, width + 1) if width % k == 0]
         fail(fn, f"{width_name} must be divisible by num_heads, got {width_name}={width} and num_heads={num_heads}; "
-                 f"choose num_heads from the divisors of {width}: {divisors} (each head gets {width_name} / "
+                 f"choose num_heads from the divisors of {width}: {_divisors(width)} (each head gets {width_name} / "
                  f"num_heads features)")
     return width // num_heads
 
 
-def check_fixed_length_input(fn: str, x: object, embed_dim: int, seq_len: int) -> torch.Tensor:
-    """A floating ``(b, i, e)`` tensor with ``e == embed_dim`` and ``1 <= i <= seq_len``: the input of a module whose
-    weights are tied to positions (Linformer's E and F, the Synthesizer's score rows)."""
-    check_tensor(fn, "x", x, floating=True)
-    if x.dim() != 3 or x.shape[-1] != embed_dim or not 1 <= x.shape[1] <= seq_len:
-        fail(fn, f"x must have shape (b, i, e) with e={embed_dim} and 1 <= i <= seq_len={seq_len}, got "
-                 f"{tuple(x.shape)}; build the module with a larger seq_len for longer inputs")
+def check_kv_heads(fn: str, num_heads: int, num_kv_heads: object) -> int:
+    """``num_kv_heads`` an int >= 1 that divides ``num_heads`` (each key/value head serves a group of query heads).
+    The error lists the counts that work."""
+    check_positive_int(fn, "num_kv_heads", num_kv_heads)
+    if num_heads % num_kv_heads:
+        fail(fn, f"num_heads must be a multiple of num_kv_heads (each key/value head serves a group of query heads), "
+                 f"got num_heads={num_heads} and num_kv_heads={num_kv_heads}; choose num_kv_heads from the "
+                 f"divisors of {num_heads}: {_divisors(num_heads)}")
+    return num_kv_heads
+
+
+def check_sequence_input(fn: str, name: str, x: object, weight: torch.Tensor, *, max_len: int | None = None
+                         ) -> torch.Tensor:
+    """``x`` the ``(b, n, e)`` input of a module whose projection ``weight`` is ``(out, e)``: a floating tensor of three
+    axes with the weight's e, dtype and device; with ``max_len`` (a module whose weights are tied to positions,
+    such as Linformer's E and F) also ``1 <= n <= max_len``."""
+    check_tensor(fn, name, x, floating=True)
+    e = weight.shape[-1]
+    if x.dim() != 3:
+        fail(fn, f"{name} must have shape (b, n, e) with e={e} (batch, tokens, features), got shape "
+                 f"{tuple(x.shape)}; for one sequence add the batch axis with {name}.unsqueeze(0)")
+    if x.shape[-1] != e:
+        fail(fn, f"{name} must have e={e} features in its last dimension (the module was built with embed_dim={e}), "
+                 f"got shape {tuple(x.shape)} with e={x.shape[-1]}; project the input to {e} features or build "
+                 f"the module with embed_dim={x.shape[-1]}")
+    if max_len is not None and not 1 <= x.shape[1] <= max_len:
+        fail(fn, f"{name} must have shape (b, i, e) with 1 <= i <= seq_len={max_len} (the module's weights are tied "
+                 f"to positions), got shape {tuple(x.shape)}; build the module with a larger seq_len for longer "
+                 f"inputs")
+    check_dtype_device(fn, name, x, weight, owner="the module",
+                       fix=f"convert the input with {name}.to({weight.dtype}) or the module with .to({x.dtype})")
     return x
+
+
+def check_dtype_device(fn: str, name: str, x: torch.Tensor, like: torch.Tensor, *, owner: str, fix: str) -> None:
+    """``x`` has the dtype and the device of ``like``, the tensors of its ``owner`` (a module's weights, a cache's
+    buffers); ``fix`` says how to convert when the dtype differs."""
+    if x.dtype != like.dtype:
+        fail(fn, f"{name} must have {owner}'s dtype {like.dtype}, got {x.dtype}; {fix}", TypeError)
+    if x.device != like.device:
+        fail(fn, f"{name} must be on {owner}'s device {like.device}, got {x.device}; move it with "
+                 f"{name}.to({str(like.device)!r})")
 
 
 def check_scale(fn: str, scale: object) -> float | None:
@@ -125,31 +172,31 @@ def check_same_dtype_device(fn: str, **tensors: torch.Tensor) -> None:
 
 def check_qk(fn: str, q: torch.Tensor, k: torch.Tensor) -> None:
     """q ``(..., i, d)`` and k ``(..., j, d)``: same d, broadcastable leading dims."""
-    check_tensor(fn, "q", q, min_dim=2, floating=True)
-    check_tensor(fn, "k", k, min_dim=2, floating=True)
-    check_same_dtype_device(fn, q=q, k=k)
-    if q.shape[-1] != k.shape[-1]:
-        fail(fn, f"q and k must have the same last dimension d, got q {tuple(q.shape)} (d={q.shape[-1]}) and "
-                 f"k {tuple(k.shape)} (d={k.shape[-1]}); project them to one size first")
-    try:
-        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-    except RuntimeError:
-        fail(fn, f"the leading (batch, head) dimensions of q {tuple(q.shape)} and k {tuple(k.shape)} do not "
-                 f"broadcast; expected shapes (..., i, d) and (..., j, d) with matching '...'")
+    _check_attention_inputs(fn, {"q": q, "k": k})
 
 
 def check_qkv(fn: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     """q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)``."""
-    check_qk(fn, q, k)
-    check_tensor(fn, "v", v, min_dim=2, floating=True)
-    check_same_dtype_device(fn, q=q, v=v)
-    if k.shape[-2] != v.shape[-2]:
+    _check_attention_inputs(fn, {"q": q, "k": k, "v": v})
+
+
+def _check_attention_inputs(fn: str, tensors: dict[str, torch.Tensor]) -> None:
+    for name, x in tensors.items():
+        check_tensor(fn, name, x, min_dim=2, floating=True)
+    check_same_dtype_device(fn, **tensors)
+    q, k, v = tensors["q"], tensors["k"], tensors.get("v")
+    if q.shape[-1] != k.shape[-1]:
+        fail(fn, f"q and k must have the same last dimension d, got q {tuple(q.shape)} (d={q.shape[-1]}) and "
+                 f"k {tuple(k.shape)} (d={k.shape[-1]}); project them to one size first")
+    if v is not None and k.shape[-2] != v.shape[-2]:
         fail(fn, f"k and v must have the same number of positions j, got k {tuple(k.shape)} (j={k.shape[-2]}) "
                  f"and v {tuple(v.shape)} (j={v.shape[-2]}); every key needs exactly one value")
     try:
-        torch.broadcast_shapes(q.shape[:-2], v.shape[:-2])
+        torch.broadcast_shapes(*(x.shape[:-2] for x in tensors.values()))
     except RuntimeError:
-        fail(fn, f"the leading dimensions of q {tuple(q.shape)} and v {tuple(v.shape)} do not broadcast")
+        given = " and ".join(f"{name} {tuple(x.shape)}" for name, x in tensors.items())
+        fail(fn, f"the leading (batch, head) dimensions of {given} do not broadcast; expected shapes (..., i, d), "
+                 f"(..., j, d) and (..., j, dv) with matching '...'")
 
 
 def check_mask(fn: str, mask: object, target: torch.Size | tuple[int, ...], *, allow_float: bool,

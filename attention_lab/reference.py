@@ -244,3 +244,31 @@ def sliding_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
     j = torch.arange(k.shape[-2], device=q.device)[None, :]  # key positions, (1, j)
     mask = (j <= i) & (j > i - window)  # True = may attend, (i, j)
     return attention(q, k, v, mask)[0]
+
+
+__all__ += ["kv_cache_bytes", "attention_flops"]
+
+
+def kv_cache_bytes(*, num_layers: int, num_kv_heads: int, head_dim: int, seq_len: int, batch_size: int = 1,
+                   dtype: torch.dtype = torch.bfloat16, latent_dim: int | None = None) -> int:
+    """The bytes a decoder's cache keeps, counted from tensors of the shapes it keeps (on the meta device, so nothing
+    is allocated): per layer a key and a value tensor ``(b, h_kv, n, d)``, or one latent tensor ``(b, n, r)``.
+
+    Shape: integers and a dtype -> an integer number of bytes.
+    """
+    if latent_dim is not None:
+        per_layer = [(batch_size, seq_len, latent_dim)]  # the latents c^j
+    else:
+        per_layer = [(batch_size, num_kv_heads, seq_len, head_dim)] * 2  # keys and values
+    return num_layers * sum(torch.empty(shape, dtype=dtype, device="meta").nbytes for shape in per_layer)
+
+
+def attention_flops(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> int:
+    """The floating-point operations of attention's two matrix products, a multiply and an add counted as 2 (as
+    PyTorch's counter does): q k^T is 2 i j d per (batch, head), the weighted sum of the values 2 i j dv.
+
+    Shape: q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)`` -> an integer.
+    """
+    slices = math.prod(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]))  # batch x heads
+    i, j, d, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    return slices * (2 * i * j * d + 2 * i * j * dv)

@@ -46,8 +46,9 @@ import attention_lab as al
 from attention_lab.measure.conclusions import agree, crossover
 from attention_lab.measure.memory import format_bytes, measure_peak_memory
 from attention_lab.measure.timing import compare, thread_report
+from attention_lab.models.attention_choice import attention_spec
 from attention_lab.models.generate import decode, make_caches, next_token_timers
-from attention_lab.models.transformer import TinyTransformer
+from attention_lab.models.transformer import TinyTransformer, TransformerConfig
 from attention_lab.runtime import machine_label
 
 THREADS = 2
@@ -59,8 +60,10 @@ FIELDS = ["section", "setting", "context", "batch", "variant", "seconds", "token
 
 def lesson_model(num_kv_heads: int | None = None) -> TinyTransformer:
     torch.manual_seed(0)
-    return TinyTransformer(VOCAB, D_MODEL, HEADS, LAYERS, max_len=4096, causal=True, positions="rope",
-                           num_kv_heads=num_kv_heads).eval()
+    config = TransformerConfig(vocab_size=VOCAB, max_len=4096, d_model=D_MODEL, num_heads=HEADS, num_layers=LAYERS,
+                               causal=True, attention=attention_spec("softmax", positions="rope",
+                                                                     num_kv_heads=num_kv_heads))
+    return TinyTransformer(config).eval()
 
 
 def speed_vs_context(model: TinyTransformer, contexts: list[int], rounds: int, rows: list[dict]) -> None:

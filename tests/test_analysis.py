@@ -6,7 +6,7 @@ import torch
 from _tolerances import TOL
 
 from attention_lab.analysis import attention_rollout
-from attention_lab.models.transformer import TinyTransformer
+from attention_lab.models.transformer import TinyTransformer, TransformerConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -26,7 +26,8 @@ def test_rollout_multiplies_the_residual_mixed_layers_in_order():
 
 def test_rollout_of_a_trained_models_attention_is_a_distribution():
     torch.manual_seed(0)
-    model = TinyTransformer(7, 12, 2, 2, max_len=9, causal=True).eval()
+    model = TinyTransformer(TransformerConfig(vocab_size=7, d_model=12, num_heads=2, num_layers=2, max_len=9,
+                                              causal=True)).eval()
     tokens = torch.randint(0, 7, (3, 6), generator=torch.Generator().manual_seed(1))  # (b, i)
     with torch.no_grad():
         _, attention = model(tokens, return_attention=True)  # (layers, b, h, i, j)

@@ -22,7 +22,7 @@ def qkv(*lead, i, j, d=5, dv=3, dtype=torch.float64, grad=False):
 @pytest.fixture
 def small_tiles(monkeypatch):
     """Force one query chunk per block, so that chunk boundaries are exercised on small inputs."""
-    monkeypatch.setattr(blockwise_module, "_TILE_ELEMENTS", 1)
+    monkeypatch.setattr(blockwise_module, "TILE_ELEMENTS", 1)
 
 
 @pytest.mark.parametrize("n", [97, 127, 129, 257, 1])

@@ -13,7 +13,7 @@ from _check_helpers import accepts, rejects
 from attention_lab.analysis import attention_rollout
 from attention_lab.models.tasks import Reversal
 from attention_lab.models.training import evaluate, train
-from attention_lab.models.transformer import TinyTransformer
+from attention_lab.models.transformer import TinyTransformer, TransformerConfig
 from attention_lab.teaching.checks import lesson09 as check
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -105,7 +105,8 @@ N_SEQUENCES = 300
 @pytest.fixture(scope="module")
 def trained():
     torch.manual_seed(0)
-    model = TinyTransformer(TASK.vocab_size, 16, 2, 2, max_len=TASK.seq_len)
+    model = TinyTransformer(TransformerConfig(vocab_size=TASK.vocab_size, max_len=TASK.seq_len, d_model=16, num_heads=2,
+                                              num_layers=2))
     train(model, TASK, steps=80, lr=0.01, warmup_steps=10, schedule="cosine", batch_size=32, progress=False)
     accuracies = {}
     for layer_bits in itertools.product((1, 0), repeat=4):  # computed here, independently of the check

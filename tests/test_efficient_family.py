@@ -11,7 +11,6 @@ from _tolerances import TOL
 
 import attention_lab as al
 from attention_lab import reference
-from attention_lab.efficient.cluster import _grouped_attention
 
 FP64, FP32 = TOL[torch.float64], TOL[torch.float32]
 
@@ -234,16 +233,16 @@ def test_cluster_equals_dense_attention_masked_by_its_clusters(clusters):
 
 
 def test_cluster_query_whose_group_has_no_key_gets_zeros():
-    q, k, v = (x[0] for x in qkv(b=1, h=1, i=6, d=4))  # (1, 6, d): the flat (B, n, d) layout it works on
+    q, k, v = (x[0] for x in qkv(b=1, h=1, i=6, d=4))  # (1, 6, d)
     balanced = torch.tensor([[0, 0, 1, 1, 2, 2]]), torch.tensor([[0, 1, 0, 1, 0, 1]])  # group 2 has no key
     uneven = torch.tensor([[0, 0, 0, 0, 0, 1]]), torch.tensor([[1, 1, 1, 1, 1, 1]])  # only query 5 has keys
     for qc, kc in (balanced, uneven):
-        out = _grouped_attention(q, k, v, qc, kc, 3)
+        out = al.attention_within_clusters(q, k, v, qc, kc)
         torch.testing.assert_close(out, reference.cluster_attention(q, k, v, qc, kc)[0], **FP64)
         lonely = qc[0] == (2 if qc is balanced[0] else 0)
         assert torch.equal(out[0, lonely], torch.zeros_like(out[0, lonely]))
         leaves = [x.clone().requires_grad_() for x in (q, k, v)]
-        ours = torch.autograd.grad(_grouped_attention(*leaves, qc, kc, 3).square().sum(), leaves)
+        ours = torch.autograd.grad(al.attention_within_clusters(*leaves, qc, kc).square().sum(), leaves)
         theirs = torch.autograd.grad(reference.cluster_attention(*leaves, qc, kc)[0].square().sum(), leaves)
         for a, b in zip(ours, theirs):  # finite: the lonely queries' zeros pass no NaN back
             torch.testing.assert_close(a, b, **FP64)
@@ -255,6 +254,16 @@ def test_cluster_query_whose_group_has_no_key_gets_zeros():
     assert torch.equal(out, torch.zeros_like(out))
     for grad in torch.autograd.grad(out.sum(), (q_far, k_near, v)):  # no query has a key: zero gradients
         assert torch.equal(grad, torch.zeros_like(grad))
+
+
+def test_cluster_attention_is_attention_within_its_kmeans_clusters_which_broadcast():
+    q, k, v = qkv(b=2, h=3, i=20, d=4)
+    qc, kc = al.kmeans_clusters(q, k, num_clusters=4, seed=2)  # (b, h, i), (b, h, j)
+    torch.testing.assert_close(al.cluster_attention(q, k, v, num_clusters=4, seed=2),
+                               al.attention_within_clusters(q, k, v, qc, kc), **FP64)
+    one_grouping = qc[:1, :1], kc[:1, :1]  # (1, 1, i), (1, 1, j): the same clusters for every batch and head
+    torch.testing.assert_close(al.attention_within_clusters(q, k, v, *one_grouping),
+                               reference.cluster_attention(q, k, v, *one_grouping)[0], **FP64)
 
 
 def test_cluster_is_deterministic_and_gradients_match_reference():
@@ -370,6 +379,10 @@ def test_reference_weights_rows_sum_to_one_and_reproduce_the_output():
      r"num_clusters must be at most the number of keys j=7"),
     (lambda q, k, v: al.cluster_attention(q, k, v, num_clusters=2, return_clusters=1), TypeError,
      r"return_clusters must be True or False"),
+    (lambda q, k, v: al.attention_within_clusters(q, k, v, torch.zeros(1, 1, 7), torch.zeros(1, 1, 7).long()),
+     ValueError, r"attention_within_clusters\(\): query_clusters must be a long tensor of shape \(\.\.\., 7\)"),
+    (lambda q, k, v: al.attention_within_clusters(q, k, v, torch.zeros(1, 1, 7).long(), -torch.ones(1, 1, 7).long()),
+     ValueError, r"key_clusters must be a long tensor .* index >= 0"),
     (lambda q, k, v: al.linformer_attention(q, k, v, torch.zeros(3, 5, dtype=torch.float64),
                                             torch.zeros(3, 7, dtype=torch.float64)), ValueError,
      r"e_proj must have shape \(rank, seq_len\) with seq_len >= j=7"),

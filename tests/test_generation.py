@@ -7,18 +7,20 @@ from _tolerances import TOL
 from torch import nn
 
 import attention_lab as al
+from attention_lab import reference
 from attention_lab.core.masks import causal_mask
 from attention_lab.measure.memory import measure_peak_memory
+from attention_lab.models.attention_choice import attention_spec
 from attention_lab.models.generate import decode, forward_with_cache, make_caches, next_token_timers
 from attention_lab.models.tasks import PointerLookup, Repeat, Reversal, make_generator
 from attention_lab.models.training import train
-from attention_lab.models.transformer import TinyTransformer
+from attention_lab.models.transformer import TinyTransformer, TransformerConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny models: a second thread only adds waiting
 
 
-class ModelBefore(nn.Module):
-    """TinyTransformer as it was before ``positions=`` and ``num_kv_heads=`` existed, written out."""
+class DefaultModelWrittenOut(nn.Module):
+    """The default TinyTransformer (learned positions, multi-head attention) written out from its parts."""
 
     def __init__(self, vocab, d, h, layers, max_len, norm, causal):
         super().__init__()
@@ -54,23 +56,26 @@ class ModelBefore(nn.Module):
                                                 (PointerLookup(seq_len=8), "pre", True)])
 def test_the_default_model_draws_the_same_weights_and_trains_to_the_same_losses(task, norm, causal):
     torch.manual_seed(3)
-    before = ModelBefore(task.vocab_size, 32, 2, 2, 8, norm, causal)
+    written_out = DefaultModelWrittenOut(task.vocab_size, 32, 2, 2, 8, norm, causal)
     torch.manual_seed(3)
-    now = TinyTransformer(task.vocab_size, 32, 2, 2, max_len=8, norm=norm, causal=causal)
-    assert [name for name, _ in now.named_parameters()] == [name for name, _ in before.named_parameters()]
-    for a, b in zip(now.parameters(), before.parameters(), strict=True):
+    now = TinyTransformer(TransformerConfig(vocab_size=task.vocab_size, max_len=8, d_model=32, num_heads=2,
+                                            num_layers=2, norm=norm, causal=causal))
+    assert [name for name, _ in now.named_parameters()] == [name for name, _ in written_out.named_parameters()]
+    for a, b in zip(now.parameters(), written_out.parameters(), strict=True):
         assert torch.equal(a, b)
     options = dict(steps=15, lr=0.01, warmup_steps=3, batch_size=16, seed=1, progress=False)
-    assert train(now, task, **options).loss == train(before, task, **options).loss
+    assert train(now, task, **options).loss == train(written_out, task, **options).loss
 
 
-CONFIGS = [dict(), dict(positions="rope"), dict(num_kv_heads=2), dict(positions="rope", num_kv_heads=1)]
+SOFTMAX_OPTIONS = [dict(), dict(positions="rope"), dict(num_kv_heads=2), dict(positions="rope", num_kv_heads=1)]
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "default")
-def test_generate_with_and_without_the_cache_gives_the_same_tokens_and_logits(config):
+@pytest.mark.parametrize("options", SOFTMAX_OPTIONS,
+                         ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "default")
+def test_generate_with_and_without_the_cache_gives_the_same_tokens_and_logits(options):
     torch.manual_seed(0)
-    model = TinyTransformer(13, 32, 4, 2, max_len=40, causal=True, **config).eval()
+    model = TinyTransformer(TransformerConfig(vocab_size=13, max_len=40, d_model=32, num_heads=4, num_layers=2,
+                                              causal=True, attention=attention_spec("softmax", **options))).eval()
     prompt = torch.randint(0, 13, (3, 6))
     recomputed = decode(model, prompt, 25, cache="none")
     for cache in ("preallocated", "concat"):
@@ -86,7 +91,9 @@ def test_generate_with_and_without_the_cache_gives_the_same_tokens_and_logits(co
 
 def test_each_step_of_decoding_is_the_full_forward_at_the_last_position():
     torch.manual_seed(1)
-    model = TinyTransformer(11, 16, 2, 2, max_len=20, causal=True, positions="rope").eval()
+    model = TinyTransformer(TransformerConfig(vocab_size=11, max_len=20, d_model=16, num_heads=2, num_layers=2,
+                                              causal=True,
+                                              attention=attention_spec("softmax", positions="rope"))).eval()
     out = decode(model, torch.tensor([[3, 1, 4]]), 6)
     with torch.no_grad():
         for step in range(6):
@@ -97,7 +104,9 @@ def test_each_step_of_decoding_is_the_full_forward_at_the_last_position():
 
 def test_a_sliding_cache_wider_than_the_sequence_changes_nothing_and_a_narrow_one_runs_past_max_len():
     torch.manual_seed(2)
-    model = TinyTransformer(11, 16, 2, 2, max_len=16, causal=True, positions="rope").eval()
+    model = TinyTransformer(TransformerConfig(vocab_size=11, max_len=16, d_model=16, num_heads=2, num_layers=2,
+                                              causal=True,
+                                              attention=attention_spec("softmax", positions="rope"))).eval()
     prompt = torch.randint(0, 11, (2, 5))
     wide = decode(model, prompt, 10, cache="sliding", window=15)
     assert torch.equal(wide.tokens, decode(model, prompt, 10).tokens)
@@ -111,7 +120,9 @@ def test_the_repeat_task_is_the_token_k_positions_back_and_a_trained_model_write
     assert torch.equal(targets[:, 4:], tokens[:, :4]) and (targets[:, :4] == -100).all()
     assert (tokens[:, 4] == task.n_symbols).all() and torch.equal(tokens[:, 5:], tokens[:, :3])
     torch.manual_seed(0)
-    model = TinyTransformer(task.vocab_size, 32, 4, 2, max_len=8, causal=True, positions="rope")
+    model = TinyTransformer(TransformerConfig(vocab_size=task.vocab_size, max_len=8, d_model=32, num_heads=4,
+                                              num_layers=2, causal=True,
+                                              attention=attention_spec("softmax", positions="rope")))
     train(model, task, steps=100, lr=0.01, warmup_steps=10, schedule="cosine", batch_size=32, progress=False)
     copied = model.generate(tokens[:, :5], 4)[:, 5:]
     assert torch.equal(copied, tokens[:, :4])
@@ -121,7 +132,8 @@ def test_the_repeat_task_is_the_token_k_positions_back_and_a_trained_model_write
 
 def test_kv_cache_bytes_is_what_the_caches_allocate_to_the_byte():
     assert al.kv_cache_bytes(num_layers=32, num_kv_heads=8, head_dim=128, seq_len=8192) == 2**30  # Llama-3-8B
-    model = TinyTransformer(11, 48, 6, 3, max_len=64, causal=True, num_kv_heads=2)
+    model = TinyTransformer(TransformerConfig(vocab_size=11, max_len=64, d_model=48, num_heads=6, num_layers=3,
+                                              causal=True, attention=attention_spec("softmax", num_kv_heads=2)))
     measured = measure_peak_memory(make_caches, model, "preallocated", 5, 37)
     formula = al.kv_cache_bytes(num_layers=3, num_kv_heads=2, head_dim=8, seq_len=37, batch_size=5, bytes_per_value=4)
     assert measured.retained_bytes == measured.peak_bytes == formula == sum(c.nbytes for c in measured.result)
@@ -133,11 +145,34 @@ def test_kv_cache_bytes_is_what_the_caches_allocate_to_the_byte():
                                                              batch_size=5, bytes_per_value=4, latent_dim=10)
 
 
+@pytest.mark.parametrize("config", [
+    dict(num_layers=32, num_kv_heads=8, head_dim=128, seq_len=8192),  # Llama-3-8B
+    dict(num_layers=3, num_kv_heads=2, head_dim=8, seq_len=37, batch_size=5),
+    dict(num_layers=2, num_kv_heads=6, head_dim=8, seq_len=37, batch_size=5, latent_dim=10),
+])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float64, torch.float8_e4m3fn])
+def test_kv_cache_bytes_equals_the_reference_count_from_tensors(config, dtype):
+    ours = al.kv_cache_bytes(**config, bytes_per_value=dtype.itemsize)
+    assert ours == reference.kv_cache_bytes(**config, dtype=dtype)
+
+
+@pytest.mark.parametrize("shapes", [[(2, 3, 5, 4)] * 3, [(1, 2, 7, 8), (1, 2, 3, 8), (1, 2, 3, 5)],
+                                    [(4, 9, 6), (4, 1, 6), (4, 1, 6)]], ids=["i=j", "i!=j, dv!=d", "one key"])
+def test_count_flops_of_attention_equals_the_reference_count(shapes):
+    q, k, v = (torch.randn(shape) for shape in shapes)
+    expected = reference.attention_flops(q, k, v)
+    assert al.count_flops(torch.nn.functional.scaled_dot_product_attention, q, k, v) == expected
+    assert al.count_flops(reference.attention, q, k, v) == expected  # the written-out math, matmul by matmul
+
+
 def test_count_flops_counts_the_cpu_attention_kernel():
     q = k = v = torch.randn(2, 3, 5, 4)
     assert al.count_flops(torch.nn.functional.scaled_dot_product_attention, q, k, v) == 2 * (2 * 2 * 3 * 5 * 5 * 4)
     torch.manual_seed(0)
-    model = TinyTransformer(11, 16, 2, 1, max_len=8, causal=True, positions="rope", num_kv_heads=1).eval()
+    model = TinyTransformer(TransformerConfig(vocab_size=11, max_len=8, d_model=16, num_heads=2, num_layers=1,
+                                              causal=True,
+                                              attention=attention_spec("softmax", positions="rope",
+                                                                       num_kv_heads=1))).eval()
     tokens = torch.randint(0, 11, (1, 8))
     e, e_kv, n = 16, 8, 8
     projections = 2 * n * (e * e + 2 * e * e_kv + e * e) + 2 * n * 2 * e * 4 * e + 2 * n * e * 11
@@ -147,7 +182,9 @@ def test_count_flops_counts_the_cpu_attention_kernel():
 
 def test_next_token_timers_repeat_the_same_step_and_agree():
     torch.manual_seed(0)
-    model = TinyTransformer(11, 16, 2, 2, max_len=32, causal=True, positions="rope").eval()
+    model = TinyTransformer(TransformerConfig(vocab_size=11, max_len=32, d_model=16, num_heads=2, num_layers=2,
+                                              causal=True,
+                                              attention=attention_spec("softmax", positions="rope"))).eval()
     timers = next_token_timers(model, 20, batch_size=2)
     full = timers["recompute"]()[:, -1]
     for name in ("pre-allocated cache", "concatenated cache"):
@@ -158,7 +195,8 @@ def test_next_token_timers_repeat_the_same_step_and_agree():
 
 def test_forward_with_cache_continues_after_the_cached_positions():
     torch.manual_seed(0)
-    model = TinyTransformer(11, 16, 2, 2, max_len=12, causal=True).eval()
+    model = TinyTransformer(TransformerConfig(vocab_size=11, max_len=12, d_model=16, num_heads=2, num_layers=2,
+                                              causal=True)).eval()
     tokens = torch.randint(0, 11, (2, 12))
     caches = make_caches(model, "preallocated", 2, 12)
     with torch.no_grad():
@@ -167,19 +205,27 @@ def test_forward_with_cache_continues_after_the_cached_positions():
 
 
 def test_model_options_and_bad_generation_inputs_get_clear_errors():
-    with pytest.raises(ValueError, match=r"positions must be one of 'learned', 'rope', got positions='sinusoidal'"):
-        TinyTransformer(10, 16, 4, 1, max_len=8, positions="sinusoidal")
-    with pytest.raises(ValueError, match=r"num_heads must be a multiple of num_kv_heads, got num_heads=4 and "
-                                         r"num_kv_heads=3; choose num_kv_heads from the divisors of 4: \[1, 2, 4\]"):
-        TinyTransformer(10, 16, 4, 1, max_len=8, num_kv_heads=3)
+    sizes = dict(vocab_size=10, max_len=8, d_model=16, num_heads=4, num_layers=1)
+    with pytest.raises(ValueError, match=r"attention_spec\(\): positions must be one of 'learned', 'rope', got "
+                                         r"positions='sinusoidal'"):
+        attention_spec("softmax", positions="sinusoidal")
+    with pytest.raises(ValueError, match=r"TransformerConfig\(\): num_heads must be a multiple of num_kv_heads .*, got "
+                                         r"num_heads=4 and num_kv_heads=3; choose num_kv_heads from the divisors of 4: "
+                                         r"\[1, 2, 4\]"):
+        TransformerConfig(**sizes, attention=attention_spec("softmax", num_kv_heads=3))
     with pytest.raises(ValueError, match=r"d_model / num_heads must be even, got d_model=12 and num_heads=4"):
-        TinyTransformer(10, 12, 4, 1, max_len=8, positions="rope")
+        TransformerConfig(**{**sizes, "d_model": 12}, attention=attention_spec("softmax", positions="rope"))
     with pytest.raises(TypeError, match=r"num_kv_heads must be an int, got float 2.0"):
-        TinyTransformer(10, 16, 4, 1, max_len=8, num_kv_heads=2.0)
-    encoder = TinyTransformer(10, 16, 4, 1, max_len=8)
+        attention_spec("softmax", num_kv_heads=2.0)
+    with pytest.raises(TypeError, match=r"attention 'linear' takes the options \['feature_map'\], got \['positions'\]"):
+        attention_spec("linear", positions="rope")  # rotary positions and shared heads belong to softmax attention
+    with pytest.raises(TypeError, match=r"TinyTransformer\(\): expected a TransformerConfig, got int"):
+        TinyTransformer(10)
+    encoder = TinyTransformer(TransformerConfig(vocab_size=10, max_len=8, d_model=16, num_heads=4, num_layers=1))
     with pytest.raises(ValueError, match=r"decode\(\): the model must be a decoder, built with causal=True"):
         encoder.generate(torch.tensor([[1, 2]]), 3)
-    model = TinyTransformer(10, 16, 4, 1, max_len=8, causal=True)
+    model = TinyTransformer(TransformerConfig(vocab_size=10, max_len=8, d_model=16, num_heads=4, num_layers=1,
+                                              causal=True))
     with pytest.raises(ValueError, match=r"would read the prompt \(5 tokens\) and 4 new ones, 9 positions, more than "
                                          r"its max_len=8"):
         model.generate(torch.ones(1, 5, dtype=torch.long), 5)
@@ -210,13 +256,11 @@ def test_model_options_and_bad_generation_inputs_get_clear_errors():
 
 
 def test_a_cache_is_refused_for_a_model_whose_attention_keeps_no_keys_and_values():
-    from attention_lab.models.attention_choice import attention_spec
-    from attention_lab.models.transformer import TinyTransformer
-
     prompt = torch.randint(0, 11, (1, 5), generator=torch.Generator().manual_seed(0))
     for attention in ("linear", attention_spec("performer", num_features=16)):
         torch.manual_seed(0)
-        model = TinyTransformer(11, 32, 4, 2, max_len=32, causal=True, attention=attention)
+        model = TinyTransformer(TransformerConfig(vocab_size=11, max_len=32, d_model=32, num_heads=4, num_layers=2,
+                                                  causal=True, attention=attention))
         with pytest.raises(ValueError, match=r"use_cache=False"):
             model.generate(prompt, 3)
         assert model.generate(prompt, 3, use_cache=False).shape == (1, 8)

@@ -182,8 +182,11 @@ def test_bad_inputs_name_both_values_and_the_valid_choices():
         layer(x, cache={})
     with pytest.raises(ValueError, match=r"x must have shape \(b, n, e\) with e=16.*got shape \(3, 16\)"):
         layer(torch.randn(3, 16))
-    with pytest.raises(TypeError, match=r"x must have the layer's dtype torch.float32"):
+    with pytest.raises(TypeError, match=r"x must have the module's dtype torch.float32"):
         layer(x.double())
+    with pytest.raises(TypeError, match=r"grouped_self_attention\(\): layer must be a GroupedQueryAttention or a "
+                                        r"MultiHeadAttention, got Linear"):
+        grouped_self_attention(torch.nn.Linear(16, 16), x)
     with pytest.raises(ValueError, match=r"mask and need_weights apply only without a cache"):
         grouped_self_attention(layer, x, cache=layer.new_cache(2, 4), need_weights=True)
     with pytest.raises(ValueError, match=r"the cache is full: it holds 2 of max_len=4 positions and cannot take t=3"):

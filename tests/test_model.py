@@ -5,14 +5,15 @@ import torch
 from _tolerances import TOL
 from torch import nn
 
-from attention_lab.models.transformer import TinyTransformer
+from attention_lab.models.transformer import TinyTransformer, TransformerConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def model(norm="pre", causal=False, layers=2, heads=2, d_model=12, vocab=7, max_len=9, seed=0):
     torch.manual_seed(seed)
-    return TinyTransformer(vocab, d_model, heads, layers, max_len=max_len, norm=norm, causal=causal).eval()
+    return TinyTransformer(TransformerConfig(vocab_size=vocab, max_len=max_len, d_model=d_model, num_heads=heads,
+                                             num_layers=layers, norm=norm, causal=causal)).eval()
 
 
 def tokens(b=3, n=6, vocab=7, seed=1):
@@ -126,17 +127,22 @@ def test_every_parameter_gets_a_gradient():
 
 
 def test_bad_inputs_get_clear_errors():
-    with pytest.raises(ValueError, match=r"TinyTransformer\(\): norm must be one of 'pre', 'post', 'none', "
+    sizes = dict(vocab_size=5, max_len=4, d_model=8, num_heads=2, num_layers=1)
+    with pytest.raises(ValueError, match=r"TransformerConfig\(\): norm must be one of 'pre', 'post', 'none', "
                                          r"got norm='middle'"):
-        TinyTransformer(5, 8, 2, 1, max_len=4, norm="middle")
+        TransformerConfig(**sizes, norm="middle")
     with pytest.raises(ValueError, match=r"d_model must be divisible by num_heads"):
-        TinyTransformer(5, 10, 3, 1, max_len=4)
+        TransformerConfig(**{**sizes, "d_model": 10, "num_heads": 3})
     with pytest.raises(ValueError, match=r"num_layers must be >= 1"):
-        TinyTransformer(5, 8, 2, 0, max_len=4)
+        TransformerConfig(**{**sizes, "num_layers": 0})
     with pytest.raises(TypeError, match=r"max_len must be an int"):
-        TinyTransformer(5, 8, 2, 1, max_len=None)
+        TransformerConfig(**{**sizes, "max_len": None})
     with pytest.raises(TypeError, match=r"causal must be True or False"):
-        TinyTransformer(5, 8, 2, 1, max_len=4, causal="yes")
+        TransformerConfig(**sizes, causal="yes")
+    with pytest.raises(TypeError, match=r"d_ff must be an int"):
+        TransformerConfig(**sizes, d_ff=16.0)
+    with pytest.raises(TypeError, match=r"missing 1 required keyword-only argument: 'num_layers'"):
+        TransformerConfig(vocab_size=5, max_len=4, d_model=8, num_heads=2)
     m = model()
     with pytest.raises(TypeError, match=r"TinyTransformer.forward\(\): tokens must be integer ids"):
         m(torch.zeros(2, 3))

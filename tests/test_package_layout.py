@@ -1,9 +1,11 @@
 """Imports point one way between the package's folders (CONTRIBUTING "Layout"), read from the source with ast, so a
-lazy import inside a function counts too: only plotting imports matplotlib, and nothing imports plotting."""
+lazy import inside a function (or one only for type checkers) counts too: only plotting imports matplotlib, nothing
+imports plotting, no module imports itself back through others (no loop), and every module stays under 300 lines."""
 
 import ast
 import functools
 import importlib
+import re
 import sys
 from pathlib import Path
 
@@ -124,3 +126,78 @@ def test_every_module_has_one_import_path(short):
     with pytest.raises(ModuleNotFoundError, match=f"No module named 'attention_lab.{short}'"):
         importlib.import_module(f"attention_lab.{short}")
     assert not hasattr(attention_lab, short)
+
+
+MAX_LINES = 300
+
+
+def _module_file(name: str) -> Path | None:
+    """The file of a dotted module name of the package (``a.b`` is ``a/b.py`` or ``a/b/__init__.py``)."""
+    parts = name.split(".")[1:]
+    for candidate in (PACKAGE.joinpath(*parts).with_suffix(".py") if parts else None,
+                      PACKAGE.joinpath(*parts, "__init__.py")):
+        if candidate is not None and candidate.exists():
+            return candidate
+    return None
+
+
+def import_loops() -> list[list[str]]:
+    """Every loop of imports between the package's modules (each module's own imports, not its parents'), one
+    path per loop found by a depth-first walk."""
+    graph = {path: {_module_file(name) for name in imported_modules(path) if name.split(".")[0] == "attention_lab"}
+             - {None, path} for path in PACKAGE.rglob("*.py")}
+    loops, state = [], {}  # state: 1 = on the current path, 2 = done
+
+    def walk(path: Path, trail: list[Path]) -> None:
+        state[path] = 1
+        for target in sorted(graph[path]):
+            if state.get(target) == 1:
+                loop = trail[trail.index(target):] + [target]
+                loops.append([str(p.relative_to(PACKAGE)) for p in loop])
+            elif target not in state:
+                walk(target, [*trail, target])
+        state[path] = 2
+
+    for path in sorted(graph):
+        if path not in state:
+            walk(path, [path])
+    return loops
+
+
+def test_no_import_loop():
+    assert import_loops() == []
+
+
+def test_the_loop_finder_finds_a_loop(tmp_path, monkeypatch):
+    # two modules that import each other (one of them only for type checkers) must be reported
+    package = tmp_path / "attention_lab"
+    (package / "part").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "part" / "__init__.py").write_text("")
+    (package / "part" / "a.py").write_text("from .b import thing\n")
+    (package / "part" / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a\n")
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", package)
+    assert import_loops() == [["part/a.py", "part/b.py", "part/a.py"]]
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_modules_stay_short(path):
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines < MAX_LINES, f"{path.relative_to(PACKAGE)} has {lines} lines; split it by job (CONTRIBUTING)"
+
+
+FAST_PATHS = sorted(path for folder in ("efficient", "generation") for path in (PACKAGE / folder).rglob("*.py")
+                    if path.name != "__init__.py")
+
+
+@pytest.mark.parametrize("path", FAST_PATHS, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_every_fast_path_names_its_reference_and_how_it_differs(path):
+    """CONTRIBUTING "Adding an attention variant": a module of efficient/ or generation/ opens with a docstring that
+    names its plain version in reference.py and says how it differs and what that buys."""
+    docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    named = re.findall(r"attention_lab\.reference\.(\w+)", docstring)
+    assert named, f"{path.relative_to(PACKAGE)}: the module docstring names no function of reference.py"
+    missing = set(named) - set(attention_lab.reference.__all__)
+    assert not missing, f"{path.relative_to(PACKAGE)} names {sorted(missing)}, which reference.py does not have"
+    assert re.search(r"differ", docstring) and re.search(r"\bbuy", docstring), (
+        f"{path.relative_to(PACKAGE)}: say how it differs from the reference and what that buys")

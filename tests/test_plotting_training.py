@@ -10,12 +10,13 @@ from attention_lab import plotting
 from attention_lab.analysis import attention_rollout
 from attention_lab.models.tasks import Reversal
 from attention_lab.models.training import History
-from attention_lab.models.transformer import TinyTransformer
+from attention_lab.models.transformer import TinyTransformer, TransformerConfig
 
 
 def model(layers=2, heads=2, d_model=12, vocab=7, max_len=9, seed=0):
     torch.manual_seed(seed)
-    return TinyTransformer(vocab, d_model, heads, layers, max_len=max_len).eval()
+    return TinyTransformer(TransformerConfig(vocab_size=vocab, max_len=max_len, d_model=d_model, num_heads=heads,
+                                             num_layers=layers)).eval()
 
 
 def tokens(b=3, n=6, vocab=7, seed=1):

@@ -9,14 +9,15 @@ from torch import nn
 from attention_lab.models.schedule import warmup_schedule
 from attention_lab.models.tasks import IGNORE_INDEX, PointerLookup, Reversal
 from attention_lab.models.training import History, evaluate, make_optimizer, train
-from attention_lab.models.transformer import TinyTransformer
+from attention_lab.models.transformer import TinyTransformer, TransformerConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny(task, norm="pre", seed=0):
     torch.manual_seed(seed)
-    return TinyTransformer(task.vocab_size, 16, 2, 1, max_len=task.seq_len, norm=norm)
+    return TinyTransformer(TransformerConfig(vocab_size=task.vocab_size, max_len=task.seq_len, d_model=16, num_heads=2,
+                                             num_layers=1, norm=norm))
 
 
 # ---- warmup_schedule -------------------------------------------------------------------------------------------
@@ -143,7 +144,8 @@ def test_clipping_changes_the_run_but_history_keeps_the_unclipped_norm():
 def test_reversal_is_learned():
     task = Reversal(seq_len=6, n_symbols=6)
     torch.manual_seed(0)
-    model = TinyTransformer(task.vocab_size, 32, 2, 2, max_len=6)
+    model = TinyTransformer(TransformerConfig(vocab_size=task.vocab_size, max_len=6, d_model=32, num_heads=2,
+                                              num_layers=2))
     h = train(model, task, steps=60, lr=0.01, batch_size=32, progress=False)
     assert h.final("accuracy", last=5) > 0.95
     assert evaluate(model, task, n_sequences=300)["token_accuracy"] > 0.95

@@ -15,11 +15,18 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .._validation import check_mask, check_number, check_qk, check_qkv, check_scale, check_tensor, fail
+from .._validation import (
+    LOW_PRECISION,
+    check_mask,
+    check_number,
+    check_qk,
+    check_qkv,
+    check_scale,
+    check_tensor,
+    fail,
+)
 
 __all__ = ["attention_scores", "masked_softmax", "scaled_dot_product_attention"]
-
-_LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
 def attention_scores(q: torch.Tensor, k: torch.Tensor, *, scale: float | None = None) -> torch.Tensor:
@@ -54,7 +61,7 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, dim: 
     if not -scores.dim() <= dim < scores.dim():
         fail(fn, f"dim must be in [{-scores.dim()}, {scores.dim() - 1}] for scores of shape "
                  f"{tuple(scores.shape)}, got dim={dim}")
-    work = scores.float() if scores.dtype in _LOW_PRECISION else scores
+    work = scores.float() if scores.dtype in LOW_PRECISION else scores
     if mask is not None:
         check_mask(fn, mask, scores.shape, allow_float=False, like=scores)
         work = work.masked_fill(~mask, float("-inf"))  # out of place: the caller's scores stay as they were

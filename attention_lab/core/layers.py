@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._validation import check_bool, check_positive_int, check_tensor, fail
+from .._validation import check_bool, check_positive_int, check_sequence_input, check_tensor, fail
 from .functional import scaled_dot_product_attention
 
 __all__ = ["SelfAttention"]
@@ -71,19 +71,7 @@ class SelfAttention(nn.Module):
         return out[:, 0], (weights[:, 0] if need_weights else None)  # (b, i, e), (b, i, j)
 
     def _check_input(self, x: object) -> None:
-        fn = "SelfAttention.forward"
-        check_tensor(fn, "x", x, floating=True)
-        e = self.embed_dim
-        if x.dim() != 3:
-            fail(fn, f"x must have shape (b, n, e) = (batch, tokens, {e}), got shape {tuple(x.shape)}; for "
-                     f"one sequence add the batch axis with x.unsqueeze(0)")
-        if x.shape[-1] != e:
-            fail(fn, f"x must have e={e} features in its last dimension (the layer was built with "
-                     f"embed_dim={e}), got shape {tuple(x.shape)}")
-        weight = self.qkv.weight
-        if x.dtype != weight.dtype:
-            fail(fn, f"x must have the layer's dtype {weight.dtype}, got {x.dtype}; convert x with "
-                     f"x.to({weight.dtype}) or the layer with .to({x.dtype})", TypeError)
+        check_sequence_input("SelfAttention.forward", "x", x, self.qkv.weight)
 
     @staticmethod
     def _as_4d(mask: object, x: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,14 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .._validation import check_bool, check_heads_divide, check_mask, check_positive_int, check_tensor, fail
+from .._validation import (
+    check_bool,
+    check_heads_divide,
+    check_mask,
+    check_positive_ints,
+    check_sequence_input,
+    fail,
+)
 from .functional import scaled_dot_product_attention
 
 __all__ = ["MultiHeadAttention"]
@@ -50,8 +57,7 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, embed_dim: int, num_heads: int, *, bias: bool = True) -> None:
         super().__init__()
         fn = "MultiHeadAttention"
-        check_positive_int(fn, "embed_dim", embed_dim)
-        check_positive_int(fn, "num_heads", num_heads)
+        check_positive_ints(fn, embed_dim=embed_dim, num_heads=num_heads)
         check_heads_divide(fn, "embed_dim", embed_dim, num_heads)
         check_bool(fn, "bias", bias)
         self.embed_dim = embed_dim
@@ -83,25 +89,8 @@ class MultiHeadAttention(nn.Module):
 
     def _check_inputs(self, query: object, key: object, value: object) -> None:
         fn = "MultiHeadAttention.forward"
-        e = self.embed_dim
-        weight = self.q_proj.weight
         for name, x in (("query", query), ("key", key), ("value", value)):
-            check_tensor(fn, name, x, floating=True)
-            if x.dim() != 3:
-                fail(fn, f"{name} must have shape (b, n, e) = (batch, tokens, {e}), got shape "
-                         f"{tuple(x.shape)}; for a single sequence add the batch axis with "
-                         f"{name}.unsqueeze(0)")
-            if x.shape[-1] != e:
-                fail(fn, f"{name} must have e={e} features in its last dimension (the module was built "
-                         f"with embed_dim={e}), got shape {tuple(x.shape)} with e={x.shape[-1]}; project "
-                         f"the input to {e} features or build MultiHeadAttention({x.shape[-1]}, ...)")
-            if x.dtype != weight.dtype:
-                fail(fn, f"{name} must have the module's dtype {weight.dtype}, got {x.dtype}; convert "
-                         f"the input with {name}.to({weight.dtype}) or the module with .to({x.dtype})",
-                     TypeError)
-            if x.device != weight.device:
-                fail(fn, f"{name} must be on the module's device {weight.device}, got {x.device}; move "
-                         f"it with {name}.to({str(weight.device)!r})")
+            check_sequence_input(fn, name, x, self.q_proj.weight)
         if key.shape[1] != value.shape[1]:
             fail(fn, f"key and value must have the same number of positions j, got key "
                      f"{tuple(key.shape)} (j={key.shape[1]}) and value {tuple(value.shape)} "

@@ -6,17 +6,16 @@ mixed keys) and Synthesizer (weights without q . k). Each fast path is tested ag
 Every public name here is also available as ``attention_lab.<name>``.
 """
 
-from . import block_sparse, blockwise, cluster, layouts, linear, linformer, performer, synthesizer, topk
+from . import block_sparse, blockwise, cluster, linear, linformer, performer, synthesizer, topk
 from .block_sparse import *  # noqa: F403
 from .blockwise import *  # noqa: F403
 from .cluster import *  # noqa: F403
-from .layouts import *  # noqa: F403
 from .linear import *  # noqa: F403
 from .linformer import *  # noqa: F403
 from .performer import *  # noqa: F403
 from .synthesizer import *  # noqa: F403
 from .topk import *  # noqa: F403
 
-__all__ = [*blockwise.__all__, *layouts.__all__, *block_sparse.__all__]
+__all__ = [*blockwise.__all__, *block_sparse.__all__]
 __all__ += [*linear.__all__, *performer.__all__, *topk.__all__, *cluster.__all__, *linformer.__all__,
             *synthesizer.__all__]

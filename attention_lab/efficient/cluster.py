@@ -18,8 +18,11 @@ dense attention among the group's own members (a Python loop over slices and gro
 in it) * (keys in it) scores instead of i * j. Balanced groups cut the work by about c; one group that holds most
 tokens (a long run of identical filler tokens, say) leaves it close to dense.
 
-Differences from :func:`attention_lab.reference.cluster_attention` (dense attention masked by the groups): the
-sorting, and one attention call per group. Same numbers up to rounding.
+How it differs from :func:`attention_lab.reference.cluster_attention` (dense attention masked by "same group";
+tested equal in fp64, values and gradients) and what that buys: the reference computes all i x j scores and masks
+the pairs in different groups; here queries and keys are sorted by group and each group's members meet only each
+other, in one fused attention call per group, so no score across groups is ever computed and no i x j matrix
+exists. Same numbers up to rounding.
 """
 
 from __future__ import annotations
@@ -27,9 +30,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .._validation import check_positive_int, check_qkv, fail
+from .._validation import check_bool, check_positive_int, check_qkv, check_tensor, fail
 
-__all__ = ["cluster_attention", "kmeans_clusters"]
+__all__ = ["attention_within_clusters", "cluster_attention", "kmeans_clusters"]
 
 _ITERATIONS = 5  # Lloyd steps; the assignments rarely change after a few
 
@@ -131,17 +134,52 @@ def cluster_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, num_
     fn = "cluster_attention"
     check_qkv(fn, q, k, v)
     _check_clusters(fn, num_clusters, seed, k.shape[-2])
-    if not isinstance(return_clusters, bool):
-        fail(fn, f"return_clusters must be True or False, got {type(return_clusters).__name__}", TypeError)
+    check_bool(fn, "return_clusters", return_clusters)
     query_clusters, key_clusters = kmeans_clusters(q, k, num_clusters=num_clusters, seed=seed)
-    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    out = _within_clusters(fn, q, k, v, query_clusters, key_clusters, num_clusters)  # (..., i, dv)
+    if return_clusters:
+        lead = out.shape[:-2]
+        return out, query_clusters.expand(*lead, q.shape[-2]), key_clusters.expand(*lead, k.shape[-2])
+    return out
+
+
+def attention_within_clusters(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, query_clusters: torch.Tensor,
+                              key_clusters: torch.Tensor) -> torch.Tensor:
+    """Softmax attention in which query i sees key j only when both are in the same cluster, for clusters given
+    (by :func:`kmeans_clusters` or any other grouping): what :func:`cluster_attention` computes after its k-means.
+    A query whose cluster holds no key gets zeros.
+
+    Shape: q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)``, query_clusters ``(..., i)``, key_clusters
+        ``(..., j)`` (long, >= 0; leading dimensions broadcast) -> ``(..., i, dv)``.
+    """
+    fn = "attention_within_clusters"
+    check_qkv(fn, q, k, v)
+    for name, clusters, n in (("query_clusters", query_clusters, q.shape[-2]), ("key_clusters", key_clusters,
+                                                                                  k.shape[-2])):
+        check_tensor(fn, name, clusters, min_dim=1)
+        if clusters.dtype != torch.long or clusters.shape[-1] != n or bool((clusters < 0).any()):
+            fail(fn, f"{name} must be a long tensor of shape (..., {n}) holding one cluster index >= 0 per position, "
+                     f"got dtype {clusters.dtype} and shape {tuple(clusters.shape)}; take them from kmeans_clusters")
+    num_clusters = 1 + max((int(c.max()) for c in (query_clusters, key_clusters) if c.numel()), default=0)
+    return _within_clusters(fn, q, k, v, query_clusters, key_clusters, num_clusters)
+
+
+def _within_clusters(fn: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, query_clusters: torch.Tensor,
+                     key_clusters: torch.Tensor, c: int) -> torch.Tensor:
+    """Flatten the broadcast leading dimensions into one batch axis B, attend within clusters, restore them.
+
+    Shape: q ``(..., i, d)``, k and v ``(..., j, d|dv)``, clusters ``(..., i)`` and ``(..., j)`` -> ``(..., i, dv)``.
+    """
+    try:
+        lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2], query_clusters.shape[:-1],
+                                      key_clusters.shape[:-1])
+    except RuntimeError:
+        fail(fn, f"the leading dimensions of q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} and of the "
+                 f"clusters {tuple(query_clusters.shape)}, {tuple(key_clusters.shape)} do not broadcast")
     i, j = q.shape[-2], k.shape[-2]
     q3 = q.expand(*lead, i, q.shape[-1]).reshape(-1, i, q.shape[-1])  # (B, i, d)
     k3 = k.expand(*lead, j, k.shape[-1]).reshape(-1, j, k.shape[-1])  # (B, j, d)
     v3 = v.expand(*lead, j, v.shape[-1]).reshape(-1, j, v.shape[-1])  # (B, j, dv)
     qc = query_clusters.expand(*lead, i).reshape(-1, i)  # (B, i)
     kc = key_clusters.expand(*lead, j).reshape(-1, j)  # (B, j)
-    out = _grouped_attention(q3, k3, v3, qc, kc, num_clusters).reshape(*lead, i, v.shape[-1])  # (..., i, dv)
-    if return_clusters:
-        return out, query_clusters.expand(*lead, i), key_clusters.expand(*lead, j)
-    return out
+    return _grouped_attention(q3, k3, v3, qc, kc, c).reshape(*lead, i, v.shape[-1])  # (..., i, dv)

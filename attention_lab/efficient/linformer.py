@@ -8,6 +8,12 @@ memory O(n * rank). The effective weight of query i on value j is sum_r alpha'_{
 the construction: E mixes positions, so there is no causal version (a row of K' would mix future keys), and E has
 one column per position, so the model is tied to its ``seq_len`` (shorter inputs use the first columns).
 With rank = seq_len and E = F = identity it is exactly multi-head attention.
+
+How it differs from :func:`attention_lab.reference.linformer_attention` (softmax attention over E K and F V, and the
+effective weights alpha' F written out as an i x j matrix; tested equal in fp64, values and gradients) and what
+that buys: it runs PyTorch's fused attention over the ``rank`` projected rows and never forms the i x j weights,
+so time and memory grow as n * rank instead of n^2 (``need_weights=True`` returns the ``(i, rank)`` weights over
+the projected rows, not the i x j ones).
 """
 
 from __future__ import annotations
@@ -18,10 +24,10 @@ from einops import rearrange
 from torch import nn
 
 from .._validation import (
-    check_fixed_length_input,
     check_heads_divide,
-    check_positive_int,
+    check_positive_ints,
     check_qkv,
+    check_sequence_input,
     check_tensor,
     fail,
 )
@@ -70,10 +76,7 @@ class LinformerSelfAttention(nn.Module):
     def __init__(self, embed_dim: int, num_heads: int, seq_len: int, rank: int, *, bias: bool = True) -> None:
         super().__init__()
         fn = "LinformerSelfAttention"
-        check_positive_int(fn, "embed_dim", embed_dim)
-        check_positive_int(fn, "num_heads", num_heads)
-        check_positive_int(fn, "seq_len", seq_len)
-        check_positive_int(fn, "rank", rank)
+        check_positive_ints(fn, embed_dim=embed_dim, num_heads=num_heads, seq_len=seq_len, rank=rank)
         if rank > seq_len:
             fail(fn, f"rank must be at most seq_len={seq_len} (projecting to more rows than positions adds nothing), "
                      f"got rank={rank}")
@@ -92,7 +95,7 @@ class LinformerSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, need_weights: bool = False
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
         fn = "LinformerSelfAttention.forward"
-        check_fixed_length_input(fn, x, self.embed_dim, self.seq_len)
+        check_sequence_input(fn, "x", x, self.q_proj.weight, max_len=self.seq_len)
         if mask is not None:
             fail(fn, "Linformer takes no mask: E and F mix every position, so no key can be hidden from a query; use "
                      "softmax or linear attention for causal or padded inputs")

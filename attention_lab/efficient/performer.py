@@ -14,8 +14,10 @@ Each feature vector is multiplied by a constant to keep exp() from overflowing: 
 logits, for keys the largest logit over all keys of that (batch, head). A constant per query cancels in that query's
 normalisation, one constant for all keys cancels in every query's, so the result is unchanged (up to rounding).
 
-Differences from :func:`attention_lab.reference.performer_attention` (the same features, i x j matrix written out):
-the associative order and these stabilising constants.
+How it differs from :func:`attention_lab.reference.performer_attention` (the same features, the i x j matrix
+written out; tested equal in fp64 for the same random directions) and what that buys: the associative order of
+linear attention (O(n m d) time and no i x j matrix, where the reference is quadratic), and these stabilising
+constants, which keep exp() finite for large logits where the reference's features overflow.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import math
 
 import torch
 
-from .._validation import check_positive_int, check_qkv, fail
+from .._validation import check_bool, check_positive_int, check_positive_ints, check_qkv, fail
 from .linear import _check_causal, _kernel_attention
 
 __all__ = ["performer_attention", "performer_feature_map", "performer_projection"]
@@ -42,11 +44,9 @@ def performer_projection(head_dim: int, num_features: int, *, seed: int = 0, ort
     Shape: -> W ``(m, d)`` with m = num_features, d = head_dim.
     """
     fn = "performer_projection"
-    check_positive_int(fn, "head_dim", head_dim)
-    check_positive_int(fn, "num_features", num_features)
+    check_positive_ints(fn, head_dim=head_dim, num_features=num_features)
     check_positive_int(fn, "seed", seed, minimum=0)
-    if not isinstance(orthogonal, bool):
-        fail(fn, f"orthogonal must be True or False, got {type(orthogonal).__name__} {orthogonal!r}", TypeError)
+    check_bool(fn, "orthogonal", orthogonal)
     generator = torch.Generator().manual_seed(seed)
     d, m = head_dim, num_features
     if not orthogonal:

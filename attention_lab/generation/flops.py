@@ -5,6 +5,11 @@ not the kernel the CPU runs (``_scaled_dot_product_flash_attention_for_cpu`` in 
 attention itself would count as zero. :func:`count_flops` adds that kernel, with the counter's own rule for the GPU
 kernels: 2 x b x h x i x j x d for the scores q . k and as much again for the weighted sum of values, every (i, j)
 pair counted, also those a causal mask removes. Element-wise work (softmax, LayerNorm, GELU) is not counted.
+
+How it differs from :func:`attention_lab.reference.attention_flops` (the count of attention's two matrix products
+written out from the shapes; tested equal for PyTorch's attention and for the reference's written-out attention) and
+what that buys: it runs the call and counts whatever it computes, so it also counts a whole model's step, with or
+without a cache (lesson 11 compares both with the formula), where the reference knows one attention call.
 """
 
 from __future__ import annotations

@@ -5,10 +5,16 @@ Multi-head attention gives each of its h query heads a key head and a value head
 the h query heads form h_kv groups of g = h / h_kv consecutive heads, and query head i reads key/value head i // g.
 The cache shrinks by the factor h / h_kv; the number of queries and of attention scores stays the same.
 
-:func:`grouped_self_attention` is the computation, for any layer with ``q_proj``, ``k_proj``, ``v_proj`` and
-``out_proj`` (this module's :class:`GroupedQueryAttention`, or a :class:`~attention_lab.MultiHeadAttention`, which is
-the case h_kv = h without rotary positions): it projects, rotates (RoPE) from the cache's offset, appends to the
-cache and attends, causally.
+:func:`grouped_self_attention` runs a :class:`GroupedQueryAttention` layer (or a
+:class:`~attention_lab.MultiHeadAttention`, the case h_kv = h without rotary positions) in two steps: a projection
+step (queries, keys and values, rotated by their positions when the layer uses RoPE) and one attention call, over
+the new keys alone or, with a cache, over the cached keys that the new ones are appended to.
+
+Reference: :func:`attention_lab.reference.grouped_query_attention`, which repeats each key/value head over its group
+of query heads and runs plain attention (tested equal in fp64; with every cache, decoding chunk by chunk equals the
+whole sequence at once). How it differs and what that buys: it never repeats the keys and values.
+``F.scaled_dot_product_attention(..., enable_gqa=True)`` reads key/value head i // g for query head i, so the cache
+holds h / h_kv times fewer numbers and decoding reads h / h_kv times fewer of them at every step.
 """
 
 from __future__ import annotations
@@ -18,38 +24,22 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .._validation import check_bool, check_heads_divide, check_positive_int, check_tensor, fail
+from .._validation import (
+    check_bool,
+    check_heads_divide,
+    check_kv_heads,
+    check_positive_ints,
+    check_sequence_input,
+    fail,
+)
 from ..core.functional import scaled_dot_product_attention
+from ..core.multihead import MultiHeadAttention
 from .kv_cache import ConcatKVCache, KVCache, SlidingWindowKVCache
 from .rope import _check_base, apply_rope
 
 __all__ = ["GroupedQueryAttention", "grouped_self_attention"]
 
 _CACHES = (KVCache, ConcatKVCache, SlidingWindowKVCache)
-
-
-def _divisors(n: int) -> list[int]:
-    return [k for k in range(1, n + 1) if n % k == 0]
-
-
-def _check_grouping(fn: str, num_heads: int, num_kv_heads: int) -> None:
-    check_positive_int(fn, "num_kv_heads", num_kv_heads)
-    if num_heads % num_kv_heads:
-        fail(fn, f"num_heads must be a multiple of num_kv_heads (each key/value head serves a group of query heads), "
-                 f"got num_heads={num_heads} and num_kv_heads={num_kv_heads}; choose num_kv_heads from the "
-                 f"divisors of {num_heads}: {_divisors(num_heads)}")
-
-
-def _check_input(fn: str, layer: nn.Module, x: object) -> None:
-    check_tensor(fn, "x", x, floating=True)
-    weight = layer.q_proj.weight
-    e = weight.shape[1]
-    if x.dim() != 3 or x.shape[-1] != e:
-        fail(fn, f"x must have shape (b, n, e) with e={e} (the layer's embed_dim), got shape {tuple(x.shape)}; for "
-                 f"one sequence add the batch axis with x.unsqueeze(0)")
-    if x.dtype != weight.dtype or x.device != weight.device:
-        fail(fn, f"x must have the layer's dtype {weight.dtype} and device {weight.device}, got {x.dtype} on "
-                 f"{x.device}; convert it with x.to(...)", TypeError)
 
 
 def _check_cache(fn: str, cache: object, x: torch.Tensor, num_kv_heads: int, head_dim: int) -> None:
@@ -64,7 +54,48 @@ def _check_cache(fn: str, cache: object, x: torch.Tensor, num_kv_heads: int, hea
                  f"batch_size={layer_says[0]}, num_kv_heads={num_kv_heads}, head_dim={head_dim}")
 
 
-def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor | None, is_causal: bool,
+def _project(layer: nn.Module, x: torch.Tensor, num_kv_heads: int, positions: torch.Tensor | None
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The projection step: queries, keys and values of x, rotated for their ``positions`` (RoPE) unless None.
+
+    Shape: x ``(b, n, e)``, positions ``(n,)`` -> q ``(b, h, i, d)``, k and v ``(b, h_kv, j, d)``.
+    """
+    q = rearrange(layer.q_proj(x), "b i (h d) -> b h i d", h=layer.num_heads)  # (b, h, i, d)
+    k = rearrange(layer.k_proj(x), "b j (h d) -> b h j d", h=num_kv_heads)  # (b, h_kv, j, d)
+    v = rearrange(layer.v_proj(x), "b j (h d) -> b h j d", h=num_kv_heads)  # (b, h_kv, j, d)
+    if positions is not None:
+        q, k = apply_rope(q, positions, base=layer.rope_base), apply_rope(k, positions, base=layer.rope_base)
+    return q, k, v
+
+
+def _read_cache(cache: KVCache | ConcatKVCache | SlidingWindowKVCache, k: torch.Tensor, v: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Append k and v to the cache; return the keys and values the new queries read, and which of them each query
+    may see (None: one new query, which sees every key held).
+
+    Shape: k and v ``(b, h_kv, n, d)`` -> keys and values ``(b, h_kv, j, d)``, allowed ``(i, j)`` bool or None.
+    """
+    n, offset = k.shape[2], cache.offset
+    window = cache.window if isinstance(cache, SlidingWindowKVCache) else None
+    if window is not None and n > 1 and len(cache) + n > window:
+        # The ring would overwrite keys that this chunk's earlier queries still need: read them before appending.
+        keys = torch.cat([cache.keys[:, :, :len(cache)], k], dim=2)  # (b, h_kv, len + n, d)
+        values = torch.cat([cache.values[:, :, :len(cache)], v], dim=2)  # (b, h_kv, len + n, d)
+        key_positions = torch.cat([cache.positions, torch.arange(offset, offset + n, device=k.device)])  # (j,)
+        cache.append(k, v)
+    else:
+        keys, values = cache.append(k, v)  # (b, h_kv, len, d)
+        if n == 1:
+            return keys, values, None
+        key_positions = cache.positions  # (j,)
+    new_positions = torch.arange(offset, offset + n, device=k.device)  # (i,)
+    allowed = key_positions[None, :] <= new_positions[:, None]  # (i, j): query at offset + r sees keys up to it
+    if window is not None:
+        allowed &= key_positions[None, :] > new_positions[:, None] - window  # and only the last `window` of them
+    return keys, values, allowed
+
+
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, allowed: torch.Tensor | None, is_causal: bool,
             need_weights: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Softmax attention of h query heads over h_kv key/value heads (query head i reads head i // g).
 
@@ -83,60 +114,44 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Te
     return heads, None  # (b, h, i, d)
 
 
-def grouped_self_attention(layer: nn.Module, x: torch.Tensor, *, cache: object = None, causal: bool = True,
+def grouped_self_attention(layer: GroupedQueryAttention | MultiHeadAttention, x: torch.Tensor, *,
+                           cache: KVCache | ConcatKVCache | SlidingWindowKVCache | None = None, causal: bool = True,
                            mask: torch.Tensor | None = None, need_weights: bool = False
                            ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Self-attention of ``layer`` on x, continuing from ``cache`` when one is given.
 
-    ``layer`` has ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj`` and ``num_heads``; ``num_kv_heads`` (default
-    ``num_heads``), ``rope`` (default False) and ``rope_base`` are read from it when present. Queries and keys are
-    rotated for positions ``cache.offset, cache.offset + 1, ...``; the new keys and values are appended to the cache
-    and each new query attends to the cached keys at its position or before (for a sliding cache: the last
-    ``window`` of them). Without a cache, ``causal`` and the bool ``mask`` (True = may attend) decide what each
-    query sees. ``need_weights`` (only without a cache) also returns the weights.
+    Queries and keys are rotated for positions ``cache.offset, cache.offset + 1, ...`` (when the layer uses RoPE);
+    with a cache the new keys and values are appended to it and each new query attends to the cached keys at its
+    position or before (for a sliding cache: the last ``window`` of them). Without a cache, ``causal`` and the bool
+    ``mask`` (True = may attend) decide what each query sees. ``need_weights`` (only without a cache) also returns
+    the weights.
 
     Shape: x ``(b, n, e)``, mask broadcastable to ``(b, h, i, j)`` -> output ``(b, n, e)``, weights
         ``(b, h, i, j)`` or None.
     """
     fn = "grouped_self_attention"
-    _check_input(fn, layer, x)
-    h = layer.num_heads
-    h_kv = getattr(layer, "num_kv_heads", h)
-    d = layer.q_proj.weight.shape[0] // h
+    grouped = isinstance(layer, GroupedQueryAttention)
+    if not grouped and not isinstance(layer, MultiHeadAttention):
+        fail(fn, f"layer must be a GroupedQueryAttention or a MultiHeadAttention, got {type(layer).__name__}",
+             TypeError)
+    check_sequence_input(fn, "x", x, layer.q_proj.weight)
+    num_kv_heads = layer.num_kv_heads if grouped else layer.num_heads
     if cache is not None:
-        _check_cache(fn, cache, x, h_kv, d)
+        _check_cache(fn, cache, x, num_kv_heads, layer.head_dim)
         if mask is not None or need_weights:
             fail(fn, "mask and need_weights apply only without a cache (decoding is causal and keeps no weights); "
                      "call it with cache=None to get them")
-    n = x.shape[1]
-    offset = 0 if cache is None else cache.offset
-    q = rearrange(layer.q_proj(x), "b i (h d) -> b h i d", h=h)  # (b, h, i, d)
-    k = rearrange(layer.k_proj(x), "b j (h d) -> b h j d", h=h_kv)  # (b, h_kv, j, d)
-    v = rearrange(layer.v_proj(x), "b j (h d) -> b h j d", h=h_kv)  # (b, h_kv, j, d)
-    if getattr(layer, "rope", False):
-        positions = torch.arange(offset, offset + n, device=x.device)  # (n,)
-        q, k = apply_rope(q, positions, base=layer.rope_base), apply_rope(k, positions, base=layer.rope_base)
-    weights = None
+    n, offset = x.shape[1], 0 if cache is None else cache.offset
+    positions = torch.arange(offset, offset + n, device=x.device) if grouped and layer.rope else None  # (n,)
+    q, k, v = _project(layer, x, num_kv_heads, positions)
     if cache is None:
         if mask is not None and causal:
             mask = mask & torch.ones(n, n, dtype=torch.bool, device=x.device).tril()  # (..., i, j)
-        heads, weights = _attend(q, k, v, mask, causal and mask is None, need_weights)
-    elif isinstance(cache, SlidingWindowKVCache) and n > 1 and len(cache) + n > cache.window:
-        # The ring would overwrite keys that earlier queries of this chunk still need: one position at a time.
-        steps = []
-        for s in range(n):
-            keys, values = cache.append(k[:, :, s:s + 1], v[:, :, s:s + 1])  # (b, h_kv, len, d)
-            steps.append(_attend(q[:, :, s:s + 1], keys, values, None, False, False)[0])  # (b, h, 1, d)
-        heads = torch.cat(steps, dim=2)  # (b, h, i, d)
+        heads, weights = _attend(q, k, v, allowed=mask, is_causal=causal and mask is None, need_weights=need_weights)
     else:
-        keys, values = cache.append(k, v)  # (b, h_kv, len, d)
-        allowed = None
-        if n > 1:  # query at position offset + r may see the keys at positions <= offset + r
-            query_positions = torch.arange(offset, offset + n, device=x.device)  # (i,)
-            allowed = cache.positions[None, :] <= query_positions[:, None]  # (i, j)
-        heads, _ = _attend(q, keys, values, allowed, False, False)
-    merged = rearrange(heads, "b h i d -> b i (h d)")  # (b, i, e)
-    return layer.out_proj(merged), weights
+        keys, values, allowed = _read_cache(cache, k, v)
+        heads, weights = _attend(q, keys, values, allowed=allowed, is_causal=False, need_weights=False)
+    return layer.out_proj(rearrange(heads, "b h i d -> b i (h d)")), weights  # (b, i, e)
 
 
 class GroupedQueryAttention(nn.Module):
@@ -158,9 +173,8 @@ class GroupedQueryAttention(nn.Module):
                  rope_base: float = 10000.0) -> None:
         super().__init__()
         fn = "GroupedQueryAttention"
-        check_positive_int(fn, "embed_dim", embed_dim)
-        check_positive_int(fn, "num_heads", num_heads)
-        _check_grouping(fn, num_heads, num_kv_heads)
+        check_positive_ints(fn, embed_dim=embed_dim, num_heads=num_heads)
+        check_kv_heads(fn, num_heads, num_kv_heads)
         check_heads_divide(fn, "embed_dim", embed_dim, num_heads)
         check_bool(fn, "bias", bias)
         check_bool(fn, "rope", rope)
@@ -185,7 +199,10 @@ class GroupedQueryAttention(nn.Module):
                 f"head_dim={self.head_dim}, rope={self.rope}")
 
     def new_cache(self, batch_size: int, max_len: int) -> KVCache:
-        """An empty :class:`~attention_lab.KVCache` for this layer, on its device and in its dtype."""
+        """An empty :class:`~attention_lab.KVCache` for this layer, on its device and in its dtype.
+
+        Shape: a cache whose buffers are ``(b, h_kv, max_len, d)``, b = batch_size.
+        """
         weight = self.q_proj.weight
         return KVCache(batch_size, self.num_kv_heads, max_len, self.head_dim, dtype=weight.dtype,
                        device=weight.device)

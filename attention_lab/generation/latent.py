@@ -10,6 +10,12 @@ RoPE). A rotation between q and W^{UK} would stop W^{UK} from being folded into 
 the real model avoids rebuilding the keys at every step; this module rebuilds them, which is plainer and gives the
 same numbers. It has no position information of its own (add positions to x, e.g. learned embeddings), and its
 cache is DeepSeek-V2's without that extra key.
+
+How it differs from :func:`attention_lab.reference.latent_attention` (every head's keys and values rebuilt from the
+latents, then plain attention with a mask; tested equal in fp64, gradients by gradcheck, and decoding chunk by chunk
+with a :class:`~attention_lab.LatentCache` equals the whole sequence at once) and what that buys: the heads run in
+PyTorch's fused kernel, causal without a mask tensor when nothing is cached, and with a cache the latents of the
+earlier positions are read from it instead of recomputed.
 """
 
 from __future__ import annotations
@@ -19,75 +25,10 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .._validation import check_bool, check_heads_divide, check_positive_int, check_tensor, fail
-from .kv_cache import _check_dtype
+from .._validation import check_bool, check_heads_divide, check_positive_ints, check_sequence_input, fail
+from .kv_cache import LatentCache
 
-__all__ = ["LatentCache", "MultiHeadLatentAttention"]
-
-
-class LatentCache:
-    """A pre-allocated cache of one latent vector per position: ``batch_size x max_len x latent_dim`` values.
-
-    ``append(c)`` copies t new latents and returns a view of all cached ones; ``len(cache)``, ``offset`` (the
-    next position), ``positions``, ``reset()`` and ``nbytes`` as for :class:`~attention_lab.KVCache`.
-
-    Shape: c appended ``(b, t, r)`` -> latents ``(b, len, r)``, with r = latent_dim.
-    """
-
-    def __init__(self, batch_size: int, max_len: int, latent_dim: int, *, dtype: torch.dtype = torch.float32,
-                 device: torch.device | str | None = None) -> None:
-        fn = "LatentCache"
-        check_positive_int(fn, "batch_size", batch_size)
-        check_positive_int(fn, "max_len", max_len)
-        check_positive_int(fn, "latent_dim", latent_dim)
-        self.batch_size, self.max_len, self.latent_dim = batch_size, max_len, latent_dim
-        self.dtype = _check_dtype(fn, dtype)
-        self.device = torch.device(device) if device is not None else torch.get_default_device()
-        self.latents = torch.zeros(batch_size, max_len, latent_dim, dtype=dtype, device=self.device)  # (b, L, r)
-        self._seen = 0
-
-    def __len__(self) -> int:
-        return self._seen
-
-    @property
-    def offset(self) -> int:
-        """The position the next appended token will have."""
-        return self._seen
-
-    @property
-    def positions(self) -> torch.Tensor:
-        """The position of each cached latent. Shape: ``(len,)``."""
-        return torch.arange(self._seen, device=self.device)
-
-    @property
-    def nbytes(self) -> int:
-        return self.latents.nbytes
-
-    def append(self, c: torch.Tensor) -> torch.Tensor:
-        """Store t new latents; return a view of all cached ones. Shape: ``(b, t, r) -> (b, len, r)``."""
-        fn = "LatentCache.append"
-        check_tensor(fn, "c", c, floating=True)
-        if c.dim() != 3 or (c.shape[0], c.shape[2]) != (self.batch_size, self.latent_dim):
-            fail(fn, f"c must have shape (b, t, latent_dim) = ({self.batch_size}, t, {self.latent_dim}), got shape "
-                     f"{tuple(c.shape)}; build the cache with the layer's new_cache(batch_size, max_len)")
-        if c.dtype != self.dtype or c.device != self.device:
-            fail(fn, f"c must have the cache's dtype {self.dtype} and device {self.device}, got {c.dtype} on "
-                     f"{c.device}", TypeError)
-        start, end = self._seen, self._seen + c.shape[1]
-        if end > self.max_len:
-            fail(fn, f"the cache is full: it holds {start} of max_len={self.max_len} positions and cannot take "
-                     f"t={c.shape[1]} more; build it with max_len >= {end} or reset() it")
-        self.latents[:, start:end] = c  # copies t latents, (b, t, r)
-        self._seen = end
-        return self.latents[:, :end]  # a view, (b, len, r)
-
-    def reset(self) -> None:
-        """Forget every position; the buffer stays allocated."""
-        self._seen = 0
-
-    def __repr__(self) -> str:
-        return (f"LatentCache(len={len(self)}, batch_size={self.batch_size}, latent_dim={self.latent_dim}, "
-                f"nbytes={self.nbytes})")
+__all__ = ["MultiHeadLatentAttention"]
 
 
 class MultiHeadLatentAttention(nn.Module):
@@ -104,9 +45,7 @@ class MultiHeadLatentAttention(nn.Module):
     def __init__(self, embed_dim: int, num_heads: int, latent_dim: int, *, bias: bool = False) -> None:
         super().__init__()
         fn = "MultiHeadLatentAttention"
-        check_positive_int(fn, "embed_dim", embed_dim)
-        check_positive_int(fn, "num_heads", num_heads)
-        check_positive_int(fn, "latent_dim", latent_dim)
+        check_positive_ints(fn, embed_dim=embed_dim, num_heads=num_heads, latent_dim=latent_dim)
         check_heads_divide(fn, "embed_dim", embed_dim, num_heads)
         check_bool(fn, "bias", bias)
         self.embed_dim, self.num_heads, self.latent_dim = embed_dim, num_heads, latent_dim
@@ -121,7 +60,10 @@ class MultiHeadLatentAttention(nn.Module):
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, latent_dim={self.latent_dim}"
 
     def new_cache(self, batch_size: int, max_len: int) -> LatentCache:
-        """An empty :class:`LatentCache` for this layer: ``batch_size x max_len x latent_dim`` values."""
+        """An empty :class:`~attention_lab.LatentCache` for this layer, on its device and in its dtype.
+
+        Shape: a cache whose buffer is ``(b, max_len, r)``, b = batch_size, r = latent_dim.
+        """
         weight = self.q_proj.weight
         return LatentCache(batch_size, max_len, self.latent_dim, dtype=weight.dtype, device=weight.device)
 
@@ -131,13 +73,7 @@ class MultiHeadLatentAttention(nn.Module):
         Shape: x ``(b, n, e)`` -> ``(b, n, e)``.
         """
         fn = "MultiHeadLatentAttention.forward"
-        check_tensor(fn, "x", x, floating=True)
-        weight = self.q_proj.weight
-        if x.dim() != 3 or x.shape[-1] != self.embed_dim:
-            fail(fn, f"x must have shape (b, n, e) with e={self.embed_dim}, got shape {tuple(x.shape)}")
-        if x.dtype != weight.dtype or x.device != weight.device:
-            fail(fn, f"x must have the layer's dtype {weight.dtype} and device {weight.device}, got {x.dtype} on "
-                     f"{x.device}", TypeError)
+        check_sequence_input(fn, "x", x, self.q_proj.weight)
         n = x.shape[1]
         latents = self.kv_down(x)  # c^j, (b, n, r)
         offset = 0

@@ -24,12 +24,12 @@ from dataclasses import asdict, dataclass
 import torch
 
 from .._validation import check_choice, check_positive_int, fail
-from ..efficient.layouts import BlockLayout
+from ..efficient.block_sparse import BlockLayout
 from ..models.attention_choice import AttentionSpec, attention_spec
 from ..models.long_range_tasks import AssociativeRecall, ListOps
 from ..models.tasks import IGNORE_INDEX, Task, make_generator
 from ..models.training import evaluate, loss_and_accuracy, make_optimizer, train
-from ..models.transformer import TinyTransformer
+from ..models.transformer import TinyTransformer, TransformerConfig
 from .memory import measure_peak_memory
 from .timing import Comparison, compare
 
@@ -164,8 +164,9 @@ def _benchmark_model(the_task: object, attention: str, n: int, seed: int, settin
                      ) -> TinyTransformer:
     """The benchmark's model for one attention, seeded, position embeddings zeroed and frozen."""
     torch.manual_seed(seed)
-    model = TinyTransformer(the_task.vocab_size, setting.d_model, setting.num_heads, setting.num_layers, max_len=n,
-                            attention=LONG_RANGE_ATTENTIONS[attention])
+    model = TinyTransformer(TransformerConfig(vocab_size=the_task.vocab_size, max_len=n, d_model=setting.d_model,
+                                              num_heads=setting.num_heads, num_layers=setting.num_layers,
+                                              attention=LONG_RANGE_ATTENTIONS[attention]))
     with torch.no_grad():
         model.position_embedding.weight.zero_()  # content-only tasks: see the module docstring
     model.position_embedding.weight.requires_grad_(False)

@@ -1,13 +1,20 @@
-"""Which attention a :class:`~attention_lab.models.transformer.TinyTransformer` uses: a name -> a module.
+"""Which attention a :class:`~attention_lab.models.transformer.TinyTransformer` uses: a name and options -> a module.
 
-``TinyTransformer(..., attention="linear")`` or, with options, ``attention=attention_spec("performer",
-num_features=128)``. Every module built here takes ``(x, *, mask=None, need_weights=False)`` and returns
-``(output, weights)``, like :class:`~attention_lab.MultiHeadAttention`, so the block that holds it does not change.
+``TransformerConfig(..., attention="linear")`` or, with options, ``attention=attention_spec("performer",
+num_features=128)``. Softmax attention's options say where positions come from and what its KV cache holds:
+``attention_spec("softmax", positions="rope", num_kv_heads=2)`` rotates queries and keys instead of adding a
+learned position embedding, and shares each key/value head between two query heads. Every module built here takes
+``(x, *, mask=None, need_weights=False)`` and returns ``(output, weights)``, like
+:class:`~attention_lab.MultiHeadAttention`, except softmax attention with rotary positions or fewer key/value heads:
+that is a :class:`~attention_lab.GroupedQueryAttention`, which the block runs through
+:func:`~attention_lab.grouped_self_attention`.
 
 ================  ===============================================  ===================================  ======
 name              module                                           options (defaults)                   causal
 ================  ===============================================  ===================================  ======
-``softmax``       :class:`~attention_lab.MultiHeadAttention`        (none)                               yes
+``softmax``       :class:`~attention_lab.MultiHeadAttention`, or   ``positions="learned"`` (or          yes
+                  :class:`~attention_lab.GroupedQueryAttention`    ``"rope"``), ``num_kv_heads=None``
+                  with rope or fewer key/value heads               (one per query head)
 ``block_sparse``  heads run :func:`~attention_lab.block_sparse_attention`  ``layout`` (sliding window,  yes
                                                                    block 64, one block each side)
 ``linear``        heads run :func:`~attention_lab.linear_attention`  ``feature_map="elu"``               yes
@@ -20,7 +27,8 @@ name              module                                           options (defa
 
 Sequences shorter than ``top_k``, ``num_clusters`` or ``rank`` use that many. A causal model passes its causal mask
 to each block; the modules here apply causality themselves and accept that mask only, so ``head_mask`` and
-``return_attention=True`` need ``attention="softmax"``.
+``return_attention=True`` need ``attention="softmax"``. Adding an attention: CONTRIBUTING "Adding an attention
+variant".
 """
 
 from __future__ import annotations
@@ -33,22 +41,24 @@ import torch
 from einops import rearrange
 from torch import nn
 
-from .._validation import check_positive_int, fail
+from .._validation import check_choice, check_heads_divide, check_kv_heads, check_positive_int, fail
 from ..core.masks import causal_mask
 from ..core.multihead import MultiHeadAttention
-from ..efficient.block_sparse import block_sparse_attention
+from ..efficient.block_sparse import BlockLayout, block_sparse_attention
 from ..efficient.cluster import cluster_attention
-from ..efficient.layouts import BlockLayout
 from ..efficient.linear import linear_attention
 from ..efficient.linformer import LinformerSelfAttention
 from ..efficient.performer import performer_attention
 from ..efficient.synthesizer import SynthesizerAttention
 from ..efficient.topk import topk_attention
+from ..generation.grouped import GroupedQueryAttention
 
-__all__ = ["ATTENTIONS", "AttentionSpec", "attention_spec", "build_attention"]
+__all__ = ["ATTENTIONS", "CAUSAL_ATTENTIONS", "POSITIONS", "AttentionSpec", "attention_spec", "build_attention",
+           "check_attention"]
 
+POSITIONS = ("learned", "rope")
 _DEFAULTS: dict[str, dict[str, object]] = {
-    "softmax": {},
+    "softmax": {"positions": "learned", "num_kv_heads": None},
     "block_sparse": {"layout": BlockLayout.sliding_window(64, neighbours=1)},
     "linear": {"feature_map": "elu"},
     "performer": {"num_features": 64, "seed": 0},
@@ -59,6 +69,7 @@ _DEFAULTS: dict[str, dict[str, object]] = {
 }
 ATTENTIONS = tuple(_DEFAULTS)
 _NOT_CAUSAL = {"cluster": "its groups mix earlier and later keys", "linformer": "E and F mix every position"}
+CAUSAL_ATTENTIONS = tuple(name for name in ATTENTIONS if name not in _NOT_CAUSAL)  # those a decoder can use
 
 
 @dataclass(frozen=True)
@@ -75,7 +86,7 @@ class AttentionSpec:
 def attention_spec(name: str, **options: object) -> AttentionSpec:
     """``attention_spec("performer", num_features=128)``: a name from :data:`ATTENTIONS` and its options.
 
-    Shape: no tensors; the spec is given to ``TinyTransformer(..., attention=spec)``.
+    Shape: no tensors; the spec is given to ``TransformerConfig(..., attention=spec)``.
     """
     fn = "attention_spec"
     if name not in _DEFAULTS:
@@ -86,7 +97,32 @@ def attention_spec(name: str, **options: object) -> AttentionSpec:
     for key in ("num_features", "top_k", "num_clusters", "rank", "seed"):
         if key in options:
             check_positive_int(fn, key, options[key], minimum=0 if key == "seed" else 1)
+    if "positions" in options:
+        check_choice(fn, "positions", options["positions"], POSITIONS,
+                     hint="'learned' adds a learned embedding per position, 'rope' rotates queries and keys")
+    if options.get("num_kv_heads") is not None:
+        check_positive_int(fn, "num_kv_heads", options["num_kv_heads"])
     return AttentionSpec(name, MappingProxyType({**_DEFAULTS[name], **options}))
+
+
+def check_attention(fn: str, attention: object, embed_dim: int, num_heads: int, causal: bool) -> AttentionSpec:
+    """The :class:`AttentionSpec` of ``attention`` (a name or a spec), checked against the model it goes into: an
+    attention with no causal form in a causal model, key/value heads that do not divide the query heads, and rotary
+    positions on an odd head dimension are refused.
+
+    Shape: no tensors; ``embed_dim`` = e, ``num_heads`` = h.
+    """
+    spec = _as_spec(fn, attention)
+    if causal and spec.name in _NOT_CAUSAL:
+        fail(fn, f"attention={spec.name!r} has no causal form ({_NOT_CAUSAL[spec.name]}); use it with causal=False")
+    head_dim = check_heads_divide(fn, "d_model", embed_dim, num_heads)
+    if spec.name == "softmax":
+        if spec.options["num_kv_heads"] is not None:
+            check_kv_heads(fn, num_heads, spec.options["num_kv_heads"])
+        if spec.options["positions"] == "rope" and head_dim % 2:
+            fail(fn, f"positions='rope' rotates pairs of features, so d_model / num_heads must be even, got "
+                     f"d_model={embed_dim} and num_heads={num_heads} (head_dim {head_dim})")
+    return spec
 
 
 def _as_spec(fn: str, attention: object) -> AttentionSpec:
@@ -144,16 +180,18 @@ def build_attention(attention: str | AttentionSpec, embed_dim: int, num_heads: i
                     causal: bool = False, fn: str = "build_attention") -> nn.Module:
     """The self-attention module for ``attention`` (a name or :func:`attention_spec`) in a model of ``max_len``.
 
-    ``"softmax"`` gives a plain :class:`~attention_lab.MultiHeadAttention` (what the model always had).
+    ``"softmax"`` gives a plain :class:`~attention_lab.MultiHeadAttention`, or, with rotary positions or fewer
+    key/value heads, a :class:`~attention_lab.GroupedQueryAttention` with biases.
 
     Shape: the module maps x ``(b, i, e)`` (with ``mask=``, ``need_weights=``) to ``(output (b, i, e), weights)``.
     """
-    spec = _as_spec(fn, attention)
+    spec = check_attention(fn, attention, embed_dim, num_heads, causal)
     name, options = spec.name, dict(spec.options)
     if name == "softmax":
-        return MultiHeadAttention(embed_dim, num_heads)
-    if causal and name in _NOT_CAUSAL:
-        fail(fn, f"attention={name!r} has no causal form ({_NOT_CAUSAL[name]}); use it with causal=False")
+        if options["positions"] == "learned" and options["num_kv_heads"] is None:
+            return MultiHeadAttention(embed_dim, num_heads)
+        return GroupedQueryAttention(embed_dim, num_heads, options["num_kv_heads"] or num_heads, bias=True,
+                                     rope=options["positions"] == "rope")
     if name == "linformer":
         module = LinformerSelfAttention(embed_dim, num_heads, max_len, min(options["rank"], max_len))
     elif name == "synthesizer":

@@ -45,17 +45,12 @@ class Decoded:
 
 def _kv_layout(model: nn.Module) -> list[tuple[int, int]]:
     """(num_kv_heads, head_dim) of each layer's attention."""
-    name = getattr(model, "attention", "softmax")
-    name = name if isinstance(name, str) else getattr(name, "name", name)
+    name = model.config.attention.name
     if name != "softmax":
         fail("make_caches", f"a KV cache holds the keys and values of softmax attention; this model was built with "
                             f"attention={name!r}, whose layers keep no such cache; decode it with cache='none' "
                             f"(generate(..., use_cache=False)) or build it with attention='softmax'")
-    layout = []
-    for layer in model.layers:
-        attn = layer.attn
-        layout.append((getattr(attn, "num_kv_heads", attn.num_heads), attn.head_dim))
-    return layout
+    return [(model.config.num_kv_heads, layer.attn.head_dim) for layer in model.layers]
 
 
 def make_caches(model: nn.Module, cache: str, batch_size: int, max_len: int, *, window: int | None = None
@@ -101,7 +96,7 @@ def forward_with_cache(model: nn.Module, tokens: torch.Tensor, caches: list) -> 
 
 
 def _check(fn: str, model: nn.Module, prompt: object, max_new_tokens: object, cache: object) -> torch.Tensor:
-    if not getattr(model, "causal", False):
+    if not model.config.causal:
         fail(fn, "the model must be a decoder, built with causal=True: an encoder's earlier positions see later "
                  "tokens, so nothing it computed can be kept while generating")
     check_tensor(fn, "prompt", prompt)
@@ -111,10 +106,10 @@ def _check(fn: str, model: nn.Module, prompt: object, max_new_tokens: object, ca
     check_positive_int(fn, "max_new_tokens", max_new_tokens, minimum=0)
     check_choice(fn, "cache", cache, CACHES)
     read = prompt.shape[-1] + max(max_new_tokens - 1, 0)  # the last new token is written, never read back
-    if (model.positions == "learned" or cache == "none") and read > model.max_len:
+    if (model.config.positions == "learned" or cache == "none") and read > model.config.max_len:
         fail(fn, f"the model would read the prompt ({prompt.shape[-1]} tokens) and {max_new_tokens - 1} new ones, "
-                 f"{read} positions, more than its max_len={model.max_len}; build the model with a larger max_len or "
-                 f"generate fewer tokens")
+                 f"{read} positions, more than its max_len={model.config.max_len}; build the model with a larger "
+                 f"max_len or generate fewer tokens")
     return prompt if prompt.dim() == 2 else prompt[None]  # (b, n)
 
 
@@ -168,7 +163,7 @@ def next_token_timers(model: nn.Module, context: int, *, batch_size: int = 1, se
     fn = "next_token_timers"
     check_positive_int(fn, "context", context, minimum=2)
     generator = torch.Generator().manual_seed(seed)
-    tokens = torch.randint(0, model.vocab_size, (batch_size, context), generator=generator)  # (b, context)
+    tokens = torch.randint(0, model.config.vocab_size, (batch_size, context), generator=generator)  # (b, context)
     tokens = tokens.to(model.token_embedding.weight.device)
     _check(fn, model, tokens, 0, "none")  # the recompute timer runs the model on all of them
     timers: dict[str, Callable[[], torch.Tensor]] = {}

@@ -1,7 +1,8 @@
-"""A tiny Transformer built from the library's own :class:`~attention_lab.MultiHeadAttention`.
+"""A tiny Transformer built from the library's own :class:`~attention_lab.MultiHeadAttention`, from one config.
 
-Token and learned position embeddings, ``num_layers`` blocks of (multi-head self-attention, feed-forward), each
-wrapped in a residual connection with LayerNorm (层归一化) placed
+``TinyTransformer(TransformerConfig(vocab_size=..., max_len=..., d_model=32, num_heads=2, num_layers=2))``: token
+and learned position embeddings, ``num_layers`` blocks of (multi-head self-attention, feed-forward), each wrapped in
+a residual connection with LayerNorm (层归一化) placed
 
 * ``norm="pre"``: before each sublayer, ``x + f(LN(x))`` (GPT-2 and most models since; a final LayerNorm follows),
 * ``norm="post"``: after the residual sum, ``LN(x + f(x))`` (the original Transformer, and the advice "put LayerNorm
@@ -10,38 +11,80 @@ wrapped in a residual connection with LayerNorm (层归一化) placed
 
 ``causal=True`` lets position i attend only to positions j <= i (a decoder); the default lets every position see
 the whole sequence (an encoder), which is what the toy tasks in :mod:`attention_lab.models.tasks` need.
-``attention=`` picks the blocks' attention (softmax by default; the efficient family by name, see
-:mod:`attention_lab.models.attention_choice`).
-
-``positions="rope"`` replaces the learned position embedding by rotary positions inside attention, and
-``num_kv_heads`` shares key/value heads between groups of query heads (:class:`~attention_lab.GroupedQueryAttention`);
-a decoder generates greedily with :meth:`TinyTransformer.generate`, with or without a KV cache
-(:mod:`attention_lab.models.generate`).
+``attention=`` picks the blocks' attention and all that belongs to it (:mod:`attention_lab.models.attention_choice`):
+softmax by default, the efficient family by name, and for softmax where positions come from and how many key/value
+heads its cache keeps: ``attention_spec("softmax", positions="rope", num_kv_heads=2)`` drops the learned position
+embedding for rotary positions and shares key/value heads between query heads
+(:class:`~attention_lab.GroupedQueryAttention`). A decoder generates greedily with :meth:`TinyTransformer.generate`,
+with or without a KV cache (:mod:`attention_lab.models.generate`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
-from .._validation import (
-    check_bool,
-    check_choice,
-    check_heads_divide,
-    check_positive_int,
-    check_tensor,
-    fail,
-)
+from .._validation import check_bool, check_choice, check_positive_ints, check_tensor, fail
 from ..core.masks import causal_mask
 from ..core.multihead import MultiHeadAttention
 from ..generation.grouped import GroupedQueryAttention, grouped_self_attention
-from .attention_choice import AttentionSpec, _as_spec, build_attention
+from .attention_choice import AttentionSpec, build_attention, check_attention
 from .generate import decode
 
-__all__ = ["NORMS", "POSITIONS", "TinyTransformer", "TransformerBlock"]
+__all__ = ["NORMS", "TinyTransformer", "TransformerBlock", "TransformerConfig"]
 
 NORMS = ("pre", "post", "none")
-POSITIONS = ("learned", "rope")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransformerConfig:
+    """What a :class:`TinyTransformer` is made of, in one place (as nanoGPT's ``GPTConfig``), checked when it is built.
+
+    Sizes: ``vocab_size``, ``max_len`` (the most positions a sequence may have), ``d_model`` (e), ``num_heads`` (h,
+    a divisor of d_model), ``num_layers``, ``d_ff`` (the feed-forward width; None means 4 * d_model). The blocks:
+    ``norm`` (``"pre"``, ``"post"`` or ``"none"``) and ``causal``. The attention: ``attention``, a name of
+    :data:`~attention_lab.models.attention_choice.ATTENTIONS` or an ``attention_spec(name, **options)``; stored as
+    the spec with its defaults filled in (``config.attention.options``), and ``d_ff`` as the width it stands for.
+    ``positions`` and ``num_kv_heads`` read softmax attention's options (``"learned"`` and ``num_heads`` for the
+    other attentions). Change one field with ``dataclasses.replace(config, norm="post")``.
+
+    Shape: no tensors; the model it builds maps tokens ``(b, i)`` with i <= max_len to ``(b, i, vocab_size)``.
+    """
+
+    vocab_size: int
+    max_len: int
+    d_model: int
+    num_heads: int
+    num_layers: int
+    d_ff: int | None = None
+    norm: str = "pre"
+    causal: bool = False
+    attention: str | AttentionSpec = "softmax"
+
+    def __post_init__(self) -> None:
+        fn = "TransformerConfig"
+        check_positive_ints(fn, vocab_size=self.vocab_size, max_len=self.max_len, d_model=self.d_model,
+                            num_heads=self.num_heads, num_layers=self.num_layers)
+        check_choice(fn, "norm", self.norm, NORMS,
+                     hint="'pre' puts LayerNorm before each sublayer, 'post' after the residual sum")
+        check_bool(fn, "causal", self.causal)
+        if self.d_ff is not None:
+            check_positive_ints(fn, d_ff=self.d_ff)
+        spec = check_attention(fn, self.attention, self.d_model, self.num_heads, self.causal)
+        object.__setattr__(self, "attention", spec)  # frozen: the resolved values, set once here
+        object.__setattr__(self, "d_ff", 4 * self.d_model if self.d_ff is None else self.d_ff)
+
+    @property
+    def positions(self) -> str:
+        """``"learned"`` (an embedding added to the tokens) or ``"rope"`` (queries and keys rotated)."""
+        return self.attention.options.get("positions", "learned")
+
+    @property
+    def num_kv_heads(self) -> int:
+        """Key/value heads per layer: what the KV cache keeps."""
+        return self.attention.options.get("num_kv_heads") or self.num_heads
 
 
 def _norm(kind: str, d_model: int) -> nn.Module:
@@ -89,82 +132,47 @@ class TransformerBlock(nn.Module):
 class TinyTransformer(nn.Module):
     """A small Transformer encoder (or decoder with ``causal=True``) that writes one prediction per position.
 
-    ``forward(tokens, return_attention=False, *, head_mask=None)`` returns the logits, and with
-    ``return_attention=True`` also every layer's per-head attention weights. ``head_mask`` (``(layers, h)``, bool,
-    True = keep) switches heads off: a switched-off head attends to nothing, so it contributes zero before the
-    output projection (ablation).
+    Built from a :class:`TransformerConfig`, kept as ``config``. ``forward(tokens, return_attention=False, *,
+    head_mask=None)`` returns the logits, and with ``return_attention=True`` also every layer's per-head attention
+    weights. ``head_mask`` (``(layers, h)``, bool, True = keep) switches heads off: a switched-off head attends to
+    nothing, so it contributes zero before the output projection (ablation). ``generate(prompt, max_new_tokens, *,
+    use_cache=True)`` decodes greedily (``causal=True`` models only).
 
-    ``attention`` is ``"softmax"`` (the default), the name of another attention in
-    :data:`~attention_lab.models.attention_choice.ATTENTIONS`, or an ``attention_spec(name, **options)``.
-
-    Attributes: ``token_embedding``, ``position_embedding``, ``layers`` (a ``ModuleList`` of
-    :class:`TransformerBlock`), ``final_norm`` (LayerNorm for ``norm="pre"``, identity otherwise), ``head``.
-
-    ``positions="rope"`` drops ``position_embedding`` (it is None) and rotates queries and keys instead;
-    ``num_kv_heads`` (a divisor of ``num_heads``) gives the layers that many key/value heads. Either builds the
-    layers from :class:`~attention_lab.GroupedQueryAttention` (no biases); the defaults build today's model, with
-    the same parameters drawn in the same order. ``generate(prompt, max_new_tokens, *, use_cache=True)`` decodes
-    greedily (``causal=True`` models only).
+    Attributes: ``config``, ``num_layers`` and ``num_heads`` (the config's), ``token_embedding``,
+    ``position_embedding`` (None with rotary positions), ``layers`` (a ``ModuleList`` of :class:`TransformerBlock`),
+    ``final_norm`` (LayerNorm for ``norm="pre"``, identity otherwise), ``head``. With the default attention the
+    blocks hold :class:`~attention_lab.MultiHeadAttention`; with rotary positions or fewer key/value heads,
+    :class:`~attention_lab.GroupedQueryAttention` with biases.
 
     Shape: tokens ``(b, i)`` (integers, ``i <= max_len``) -> logits ``(b, i, vocab_size)``; attention
         ``(layers, b, h, i, j)``.
     """
 
-    def __init__(self, vocab_size: int, d_model: int, num_heads: int, num_layers: int, *, max_len: int,
-                 norm: str = "pre", causal: bool = False, d_ff: int | None = None, positions: str = "learned",
-                 num_kv_heads: int | None = None, attention: str | AttentionSpec = "softmax") -> None:
+    def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
-        fn = "TinyTransformer"
-        check_positive_int(fn, "vocab_size", vocab_size)
-        check_positive_int(fn, "d_model", d_model)
-        check_positive_int(fn, "num_heads", num_heads)
-        check_positive_int(fn, "num_layers", num_layers)
-        check_positive_int(fn, "max_len", max_len)
-        check_choice(fn, "norm", norm, NORMS,
-                     hint="'pre' puts LayerNorm before each sublayer, 'post' after the residual sum")
-        check_bool(fn, "causal", causal)
-        d_ff = 4 * d_model if d_ff is None else check_positive_int(fn, "d_ff", d_ff)
-        check_heads_divide(fn, "d_model", d_model, num_heads)
-        check_choice(fn, "positions", positions, POSITIONS,
-                     hint="'learned' adds a learned embedding per position, 'rope' rotates queries and keys")
-        if num_kv_heads is not None:
-            check_positive_int(fn, "num_kv_heads", num_kv_heads)
-            if num_heads % num_kv_heads:
-                fail(fn, f"num_heads must be a multiple of num_kv_heads, got num_heads={num_heads} and "
-                         f"num_kv_heads={num_kv_heads}; choose num_kv_heads from the divisors of {num_heads}: "
-                         f"{[k for k in range(1, num_heads + 1) if num_heads % k == 0]}")
-        if positions == "rope" and (d_model // num_heads) % 2:
-            fail(fn, f"positions='rope' rotates pairs of features, so d_model / num_heads must be even, got "
-                     f"d_model={d_model} and num_heads={num_heads} (head_dim {d_model // num_heads})")
-        self.vocab_size, self.d_model, self.num_heads, self.num_layers = vocab_size, d_model, num_heads, num_layers
-        self.max_len, self.norm, self.causal = max_len, norm, causal
-        self.positions = positions
-        self.num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        self.token_embedding = nn.Embedding(vocab_size, d_model)
-        self.position_embedding = nn.Embedding(max_len, d_model) if positions == "learned" else None
-        spec = _as_spec(fn, attention)
-        if spec.name != "softmax" and (positions != "learned" or num_kv_heads is not None):
-            fail(fn, f"attention={spec.name!r} works with learned positions and one key/value head per query head, "
-                     f"got positions={positions!r} and num_kv_heads={num_kv_heads}; use attention='softmax' for "
-                     f"rope or grouped heads")
-        self.attention = attention
-
-        def make_attention() -> nn.Module | None:
-            if spec.name != "softmax":
-                return build_attention(spec, d_model, num_heads, max_len=max_len, causal=causal, fn=fn)
-            if positions == "learned" and num_kv_heads is None:
-                return None  # the block's default MultiHeadAttention
-            return GroupedQueryAttention(d_model, num_heads, self.num_kv_heads, bias=True, rope=positions == "rope")
-
-        self.layers = nn.ModuleList(TransformerBlock(d_model, num_heads, d_ff, norm, make_attention())
-                                    for _ in range(num_layers))
-        self.final_norm = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
-        self.head = nn.Linear(d_model, vocab_size)
+        if not isinstance(config, TransformerConfig):
+            fail("TinyTransformer", f"expected a TransformerConfig, got {type(config).__name__}; build the model with "
+                                    f"TinyTransformer(TransformerConfig(vocab_size=..., max_len=..., d_model=..., "
+                                    f"num_heads=..., num_layers=...))", TypeError)
+        self.config = config
+        self.num_layers, self.num_heads = config.num_layers, config.num_heads
+        e = config.d_model
+        self.token_embedding = nn.Embedding(config.vocab_size, e)
+        self.position_embedding = nn.Embedding(config.max_len, e) if config.positions == "learned" else None
+        self.layers = nn.ModuleList(
+            TransformerBlock(e, config.num_heads, config.d_ff, config.norm,
+                             build_attention(config.attention, e, config.num_heads, max_len=config.max_len,
+                                             causal=config.causal, fn="TinyTransformer"))
+            for _ in range(config.num_layers))
+        self.final_norm = nn.LayerNorm(e) if config.norm == "pre" else nn.Identity()
+        self.head = nn.Linear(e, config.vocab_size)
 
     def extra_repr(self) -> str:
-        extra = "" if self.positions == "learned" else f", positions={self.positions!r}"
-        extra += "" if self.num_kv_heads == self.num_heads else f", num_kv_heads={self.num_kv_heads}"
-        return f"norm={self.norm!r}, causal={self.causal}" + extra
+        c = self.config
+        extra = "" if c.attention.name == "softmax" else f", attention={c.attention.name!r}"
+        extra += "" if c.positions == "learned" else f", positions={c.positions!r}"
+        extra += "" if c.num_kv_heads == c.num_heads else f", num_kv_heads={c.num_kv_heads}"
+        return f"norm={c.norm!r}, causal={c.causal}" + extra
 
     def _check_tokens(self, tokens: object) -> torch.Tensor:
         fn = "TinyTransformer.forward"
@@ -175,17 +183,17 @@ class TinyTransformer(nn.Module):
         if tokens.dim() != 2:
             fail(fn, f"tokens must have shape (b, i), got shape {tuple(tokens.shape)}; for one sequence use "
                      f"tokens.unsqueeze(0)")
-        if not 1 <= tokens.shape[1] <= self.max_len:
-            fail(fn, f"tokens must have 1 to max_len={self.max_len} positions, got {tokens.shape[1]}; build the "
-                     f"model with a larger max_len or shorten the sequences")
-        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
-            fail(fn, f"token ids must lie in [0, vocab_size={self.vocab_size}), got ids from {int(tokens.min())} "
-                     f"to {int(tokens.max())}")
+        if not 1 <= tokens.shape[1] <= self.config.max_len:
+            fail(fn, f"tokens must have 1 to max_len={self.config.max_len} positions, got {tokens.shape[1]}; build "
+                     f"the model with a larger max_len or shorten the sequences")
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.config.vocab_size):
+            fail(fn, f"token ids must lie in [0, vocab_size={self.config.vocab_size}), got ids from "
+                     f"{int(tokens.min())} to {int(tokens.max())}")
         return tokens
 
     def _mask(self, n: int, head_mask: torch.Tensor | None, layer: int, device: torch.device
               ) -> torch.Tensor | None:
-        mask = causal_mask(n, device=device) if self.causal else None  # (i, j)
+        mask = causal_mask(n, device=device) if self.config.causal else None  # (i, j)
         if head_mask is None:
             return mask
         keep = head_mask[layer].to(device)[None, :, None, None]  # (1, h, 1, 1)
@@ -229,7 +237,5 @@ class TinyTransformer(nn.Module):
 
         Shape: prompt ``(b, n)`` (or ``(n,)``) token ids -> ``(b, n + max_new_tokens)`` (or ``(n + max_new_tokens,)``).
         """
-        if not isinstance(use_cache, bool):
-            fail("TinyTransformer.generate", f"use_cache must be True or False, got {type(use_cache).__name__} "
-                                             f"{use_cache!r}", TypeError)
+        check_bool("TinyTransformer.generate", "use_cache", use_cache)
         return decode(self, prompt, max_new_tokens, cache="preallocated" if use_cache else "none").tokens

@@ -6,7 +6,7 @@ import textwrap
 
 from matplotlib.axes import Axes
 
-from ..efficient.layouts import BlockLayout
+from ..efficient.block_sparse import BlockLayout
 from ._base import MASK_CMAP, _new_axes
 from ._fonts import Figure
 from ._masks import _two_swatch_legend

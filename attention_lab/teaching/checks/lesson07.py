@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import torch
 
-from ...efficient.layouts import BlockLayout
+from ...efficient.block_sparse import BlockLayout
 from ...reference import attention as plain_attention
 from ._core import as_tensor, call_learner, close, correct, guard_errors, hint
 

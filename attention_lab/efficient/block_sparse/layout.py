@@ -7,23 +7,29 @@ granularity. A kept block is either full, or, for causal layouts on the diagonal
 so that ``BlockLayout.causal(b).to_dense(n)`` is exactly the causal mask. Layouts combine with ``|`` (union) and
 ``&`` (intersection) element by element, as masks do. One layout is one head's pattern; layouts that differ per
 head (BigBird's random blocks) are a list of layouts, one per head, which ``block_sparse_attention`` accepts.
+
+Reference: :func:`attention_lab.reference.block_sparse_attention` is dense attention masked by ``to_dense(n)``, the
+element mask this rule stands for (the tests check each constructor's mask against its formula, row by row). How a
+layout differs from that mask and what that buys: it answers per block pair, so what block-sparse attention
+computes (``kept_blocks``) and what it skips (``sparsity``) come from r x c blocks, never from n x n entries.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
-from typing import Any
+import math
+from collections.abc import Callable, Iterable
 
-from .._validation import check_bool, check_positive_int, fail
-from . import _layout_rules as rules
-from ._layout_readers import LayoutReaders
+import torch
+
+from ..._validation import check_bool, check_positive_int, check_positive_ints, fail
+from . import _rules as rules
 
 __all__ = ["BlockLayout"]
 
 Rule = Callable[[int], rules.Blocks]  # nb -> (keep (r, c) bool, lower (r,) bool)
 
 
-class BlockLayout(LayoutReaders):
+class BlockLayout:
     """Which (query block, key block) pairs attention computes, for any sequence length.
 
     Build one with a constructor (``local``, ``sliding_window``, ``strided``, ``global_blocks``, ``random``,
@@ -38,9 +44,7 @@ class BlockLayout(LayoutReaders):
         self.block_size = check_positive_int("BlockLayout", "block_size", block_size)
         self._rule = rule
         self._name = name
-        # A layout never changes, so whatever is derived from it (its blocks for a number of blocks, the plans of
-        # block_sparse_attention for a length) is computed once and kept here, in one place.
-        self._derived: dict[Hashable, Any] = {}
+        self._blocks_by_count: dict[int, rules.Blocks] = {}  # a layout never changes: its blocks are computed once
 
     # ---- constructors ----
     @classmethod
@@ -53,8 +57,7 @@ class BlockLayout(LayoutReaders):
         return cls(block_size, rules.local, f"local({block_size})")
 
     @classmethod
-    def sliding_window(cls, block_size: int, neighbours: int = 1, *, causal: bool = False,
-                       **renamed: object) -> BlockLayout:
+    def sliding_window(cls, block_size: int, neighbours: int = 1, *, causal: bool = False) -> BlockLayout:
         """Query block r sees key blocks c with |r - c| <= neighbours: its own block and ``neighbours`` key blocks
         on each side; with ``causal``, only the ``neighbours`` blocks before it (0 <= r - c <= neighbours).
 
@@ -68,14 +71,6 @@ class BlockLayout(LayoutReaders):
         Shape: a rule for any n; ``block_mask(n)`` -> ``(r, c)``, ``to_dense(n)`` -> ``(i, j)``.
         """
         fn = "BlockLayout.sliding_window"
-        if "window" in renamed:
-            fail(fn, f"the keyword window= is now neighbours= (got window={renamed['window']!r}): it counts the "
-                     f"key blocks on each side, the own block not included, while the window w of "
-                     f"sliding_window_mask(n, w) means |i - j| < w, the query included; write "
-                     f"sliding_window({block_size}, neighbours={renamed['window']!r})", TypeError)
-        if renamed:
-            fail(fn, f"unexpected keyword argument {next(iter(renamed))!r}; the parameters are block_size, "
-                     f"neighbours and causal", TypeError)
         check_positive_int(fn, "block_size", block_size)
         check_positive_int(fn, "neighbours", neighbours, minimum=0)
         check_bool(fn, "causal", causal)
@@ -90,8 +85,7 @@ class BlockLayout(LayoutReaders):
         Shape: a rule for any n; ``block_mask(n)`` -> ``(r, c)``, ``to_dense(n)`` -> ``(i, j)``.
         """
         fn = "BlockLayout.strided"
-        check_positive_int(fn, "block_size", block_size)
-        check_positive_int(fn, "stride", stride)
+        check_positive_ints(fn, block_size=block_size, stride=stride)
         return cls(block_size, lambda nb: rules.strided(nb, stride), f"strided({block_size}, stride={stride})")
 
     @classmethod
@@ -121,8 +115,7 @@ class BlockLayout(LayoutReaders):
         Shape: a rule for any n; ``block_mask(n)`` -> ``(r, c)``, ``to_dense(n)`` -> ``(i, j)``.
         """
         fn = "BlockLayout.random"
-        check_positive_int(fn, "block_size", block_size)
-        check_positive_int(fn, "per_row", per_row)
+        check_positive_ints(fn, block_size=block_size, per_row=per_row)
         check_positive_int(fn, "seed", seed, minimum=0)
         return cls(block_size, lambda nb: rules.random(nb, per_row, seed),
                    f"random({block_size}, per_row={per_row}, seed={seed})")
@@ -146,12 +139,8 @@ class BlockLayout(LayoutReaders):
         Shape: a rule for any n; ``block_mask(n)`` -> ``(r, c)``, ``to_dense(n)`` -> ``(i, j)``.
         """
         fn = "BlockLayout.bigbird"
-        check_positive_int(fn, "block_size", block_size)
-        check_positive_int(fn, "neighbours", neighbours, minimum=0)
-        check_positive_int(fn, "global_blocks", global_blocks)
-        check_positive_int(fn, "random_per_row", random_per_row, minimum=0)
-        check_positive_int(fn, "seed", seed, minimum=0)
-        check_positive_int(fn, "head", head, minimum=0)
+        check_positive_ints(fn, block_size=block_size, global_blocks=global_blocks)
+        check_positive_ints(fn, minimum=0, neighbours=neighbours, random_per_row=random_per_row, seed=seed, head=head)
         return cls(block_size, lambda nb: rules.bigbird(nb, neighbours, global_blocks, random_per_row, seed, head),
                    f"bigbird({block_size}, neighbours={neighbours}, global_blocks={global_blocks}, "
                    f"random_per_row={random_per_row}, seed={seed}, head={head})")
@@ -169,9 +158,7 @@ class BlockLayout(LayoutReaders):
         Shape: a rule for any n; ``block_mask(n)`` -> ``(r, c)``, ``to_dense(n)`` -> ``(i, j)``.
         """
         fn = "BlockLayout.fixed"
-        check_positive_int(fn, "block_size", block_size)
-        check_positive_int(fn, "stride", stride)
-        check_positive_int(fn, "summary", summary)
+        check_positive_ints(fn, block_size=block_size, stride=stride, summary=summary)
         if summary > stride:
             fail(fn, f"summary must be <= stride (the summary blocks are the last ones of each stride), got "
                      f"summary={summary} and stride={stride}")
@@ -195,17 +182,8 @@ class BlockLayout(LayoutReaders):
         if other.block_size != self.block_size:
             fail(fn, f"expected layouts with the same block_size, got {self.block_size} and {other.block_size}; "
                      f"rebuild one of them with block_size={self.block_size}")
-        union = op == "|"
-
-        def rule(nb: int) -> rules.Blocks:
-            (keep_a, lower_a), (keep_b, lower_b) = self._blocks(nb), other._blocks(nb)
-            # A diagonal block is empty, lower-triangular or full; full = kept and not lower.
-            full_a, full_b = keep_a.diagonal() & ~lower_a, keep_b.diagonal() & ~lower_b
-            keep = keep_a | keep_b if union else keep_a & keep_b
-            full = full_a | full_b if union else full_a & full_b
-            return keep, keep.diagonal() & ~full
-
-        return BlockLayout(self.block_size, rule, f"({self._name} {op} {other._name})")
+        return BlockLayout(self.block_size, lambda nb: rules.combine(self._blocks(nb), other._blocks(nb), op == "|"),
+                           f"({self._name} {op} {other._name})")
 
     def __or__(self, other: BlockLayout) -> BlockLayout:
         return self._combine(other, "|")
@@ -217,17 +195,102 @@ class BlockLayout(LayoutReaders):
         name = self._name[1:-1] if self._name.startswith("(") else self._name
         return f"BlockLayout({name})"
 
-    # ---- what the readers (block_mask, kept_blocks, to_dense, sparsity, ...; see _layout_readers.py) build on ----
-    def _cached(self, key: Hashable, build: Callable[[], Any]) -> Any:
-        """``build()``, computed once per key and kept on the layout (also for the plans of block_sparse)."""
-        if key not in self._derived:
-            self._derived[key] = build()
-        return self._derived[key]
-
     def _blocks(self, nb: int) -> rules.Blocks:
-        """(keep (r, c), lower (r,)) for nb blocks; lower only where the diagonal block is kept."""
-        def build() -> rules.Blocks:
+        """(keep (r, c), lower (r,)) for nb blocks, computed once per nb and kept; lower only where the diagonal
+        block is kept."""
+        if nb not in self._blocks_by_count:
             keep, lower = self._rule(nb)
-            return keep, lower & keep.diagonal()
-        return self._cached(("blocks", nb), build)
+            self._blocks_by_count[nb] = keep, lower & keep.diagonal()
+        return self._blocks_by_count[nb]
 
+    # ---- what a layout says about n positions ----
+    def n_blocks(self, n: int) -> int:
+        """Number of blocks along a sequence of n positions (the last one may be short; n = 0 has none).
+
+        Shape: an int, ``r``.
+        """
+        return math.ceil(check_positive_int("BlockLayout.n_blocks", "n", n, minimum=0) / self.block_size)
+
+    def _n_blocks_nonempty(self, fn: str, n: int) -> int:
+        """n_blocks(n) for the readers that report shares of the n x n pairs or draw them: n = 0 has none."""
+        check_positive_int(f"BlockLayout.{fn}", "n", n)
+        return self.n_blocks(n)
+
+    def block_mask(self, n: int) -> torch.Tensor:
+        """Which (query block, key block) pairs are computed. Shape: ``(r, c)``, bool."""
+        return self._blocks(self.n_blocks(n))[0].clone()
+
+    def kept_blocks(self, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For every query block, the list of key blocks it computes: what block-sparse attention gathers.
+
+        Returns ``(key_blocks, counts, lower)``. Row r of ``key_blocks`` holds the key blocks query block r keeps,
+        in increasing order, in its first ``counts[r]`` entries, and -1 after them (C is the longest list, at
+        least 1). ``lower[r]`` is True when query block r keeps its own block lower-triangular (a causal
+        diagonal: keys after the query hidden); every other kept block is kept whole.
+
+        Shape: ``key_blocks`` ``(r, C)`` long, ``counts`` ``(r,)`` long, ``lower`` ``(r,)`` bool.
+        """
+        keep, lower = self._blocks(self.n_blocks(n))
+        counts, order = rules.kept_first(keep)  # (r,), (r, c)
+        width = max(int(counts.max()) if len(counts) else 0, 1)  # C
+        listed = torch.arange(width) < counts[:, None]  # (r, C)
+        key_blocks = torch.where(listed, order[:, :width], torch.full_like(order[:, :width], -1))  # (r, C)
+        return key_blocks, counts, lower.clone()
+
+    def to_dense(self, n: int) -> torch.Tensor:
+        """The element-level mask this layout stands for (True = may attend); empty for n = 0.
+
+        Shape: ``(i, j)`` with i = j = n.
+        """
+        keep, lower = self._blocks(self.n_blocks(n))
+        block = torch.arange(n) // self.block_size  # block index of every position
+        dense = keep[block[:, None], block[None, :]]  # (i, j)
+        position = torch.arange(n)
+        future_in_diagonal = (block[:, None] == block[None, :]) & lower[block][:, None] & (
+            position[None, :] > position[:, None])
+        return dense & ~future_in_diagonal
+
+    def block_fill(self, n: int) -> torch.Tensor:
+        """Share of each block pair's (query, key) pairs that are computed: 1, 0, or about 1/2 on causal diagonals.
+
+        Shape: ``(r, c)``, float64.
+        """
+        keep, lower = self._blocks(self._n_blocks_nonempty("block_fill", n))
+        sizes = rules.block_sizes(n, self.block_size, keep.shape[0])  # (r,)
+        fill = keep.double()
+        fill.diagonal().sub_(lower * (sizes - 1) / (2 * sizes))  # a triangle with its diagonal: (s + 1) / (2 s)
+        return fill
+
+    def sparsity(self, n: int) -> float:
+        """Fraction of the n x n (query, key) pairs this layout skips (0 = dense, near 1 = very sparse).
+
+        Shape: a float, from the ``(i, j)`` pairs of ``to_dense(n)`` (computed from block sizes, never built).
+        """
+        keep, lower = self._blocks(self._n_blocks_nonempty("sparsity", n))
+        sizes = rules.block_sizes(n, self.block_size, keep.shape[0])  # (r,)
+        kept = (keep * sizes[:, None] * sizes[None, :]).sum() - (lower * sizes * (sizes - 1) / 2).sum()
+        return 1.0 - float(kept) / (n * n)
+
+    def describe(self, n: int) -> str:
+        """A text picture, one character per block: '#' computed, '\\' lower triangle (causal), '.' skipped.
+
+        Shape: two header lines, then ``r`` lines of ``c`` characters.
+        """
+        keep, lower = self._blocks(self._n_blocks_nonempty("describe", n))
+        nb = keep.shape[0]
+        lines = [f"{self!r}, n={n}: {nb} x {nb} blocks of {self.block_size}, sparsity {self.sparsity(n):.4f}",
+                 "rows = query blocks, columns = key blocks; '#' computed, '\\' lower triangle, '.' skipped"]
+        for r in range(nb):
+            lines.append("".join("\\" if (c == r and lower[r]) else "#" if keep[r, c] else "." for c in range(nb)))
+        return "\n".join(lines)
+
+    def to_flex_block_mask(self, n: int, device: torch.device | str = "cpu"):
+        """The same layout as a FlexAttention ``BlockMask`` (needs ``torch.nn.attention.flex_attention``).
+
+        Kept off-diagonal blocks are passed as full blocks; lower-triangular diagonal blocks as partial blocks,
+        finished element by element by a ``mask_mod``. Built from block indices directly, never from an n x n mask.
+
+        Shape: a ``BlockMask`` for ``(1, 1, i, j)``, i = j = n, with blocks of ``block_size``.
+        """
+        keep, lower = self._blocks(self._n_blocks_nonempty("to_flex_block_mask", n))
+        return rules.flex_block_mask(keep, lower, self.block_size, n, device)

@@ -1,17 +1,26 @@
-"""Block-sparse attention: compute only the (query block, key block) pairs a :class:`BlockLayout` keeps.
+"""Block-sparse attention (块稀疏注意力): compute only the (query block, key block) pairs a :class:`BlockLayout` keeps.
 
-Every query block r keeps a list of key blocks (``BlockLayout.kept_blocks``). Query blocks are sorted by the length
-of their list and taken in groups of similar length; within a group the lists are padded to the longest one (the
-padding masked), the listed key and value blocks are gathered next to each query block, and then the group does what
-dense attention does, batched: one matmul for the scores, one masked softmax over all kept keys of a row, one matmul
-with the values. Sorting keeps the padding small when the lists differ (a global block keeps every key block, its
-neighbours keep three), so the work follows the number of kept blocks: for local or sliding layouts it grows
-linearly with the sequence length instead of quadratically. The Python loop runs over groups, never over single
-blocks. Autograd differentiates it like any other tensor code.
+Positions are cut into blocks of ``block_size``, and the layout lists, for every query block r, the key blocks it
+keeps (``BlockLayout.kept_blocks``). The gather path: the listed key and value blocks are gathered next to each
+query block, and then each query block does what dense attention does: one matmul for the scores, one softmax
+over all of its kept keys together (not block by block), one matmul with the values. Keys that a query may not see
+inside what was gathered (list padding, positions past n, keys after the query in a causal diagonal block) get
+-inf. A query with no kept key gets zeros. Autograd differentiates it like any other tensor code.
 
-What is decided before the data arrives (which blocks, which keys of them each query may see) is the plan
-(``_block_plan.py``), built once per length and kept on the layout. Without autograd, band layouts (local, sliding
-window) take the band path (``_band.py``): strided views of K and V instead of gathered copies.
+How it differs from :func:`attention_lab.reference.block_sparse_attention` (dense attention masked by
+``layout.to_dense(n)``; tested equal, values and gradients, in fp64, for every constructor) and what that buys:
+
+* it computes only the kept blocks, so the work follows the number of kept block pairs instead of n^2: for local
+  and sliding layouts it grows linearly with the sequence length, where the reference computes all n^2 scores
+  and masks most of them;
+* query blocks are sorted by how many key blocks they keep and computed in groups of similar count, one batched
+  matmul per group: the Python loop runs over groups, never over single blocks, and a list is padded only to the
+  longest of its group (a global block that keeps every key block does not make its neighbours pay for it), so
+  the block pairs computed stay within 1.25 times the kept ones;
+* masked scores are filled in place, and fp16/bf16 scores are normalised in fp32;
+* the CPU tuning (:mod:`.cpu_tuning`, which a first reading can skip): what does not depend on the data is a
+  plan built once per length and kept, the groups are sized to stay in the CPU's cache, and without autograd band
+  layouts (local, sliding window) take the band path, strided views of K and V instead of gathered copies.
 """
 
 from __future__ import annotations
@@ -22,33 +31,11 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from .._validation import check_qkv, fail
-from ._band import band_attention
-from ._block_plan import Plan, plan_for
-from .layouts import BlockLayout
+from ..._validation import LOW_PRECISION, check_qkv, fail
+from .cpu_tuning import Plan, band_attention, plan_for, query_block_groups
+from .layout import BlockLayout
 
 __all__ = ["block_sparse_attention"]
-
-_LOW_PRECISION = (torch.float16, torch.bfloat16)
-_TILE_ELEMENTS = 1 << 21  # scores computed at once: 8 MiB in fp32, small enough to stay in the CPU's cache
-
-
-def _groups(counts: list[int], scores_per_pair: int) -> list[tuple[int, int, int]]:
-    """Runs ``(first, last, width)`` of query blocks (sorted by count) computed together, padded to ``width``.
-
-    A run grows while its scores fit in ``_TILE_ELEMENTS`` (one huge score tensor would cost page faults and trips
-    to main memory that take longer than the arithmetic) and while its longest list is at most a quarter longer
-    than its shortest (so padding wastes little).
-    """
-    runs, first = [], 0
-    while first < len(counts):
-        shortest, last = max(counts[first], 1), first + 1
-        while (last < len(counts) and max(counts[last], 1) <= shortest + shortest // 4
-               and (last + 1 - first) * max(counts[last], 1) * scores_per_pair <= _TILE_ELEMENTS):
-            last += 1
-        runs.append((first, last, max(counts[last - 1], 1)))
-        first = last
-    return runs
 
 
 def _blocks_of(x: torch.Tensor, size: int, pad: int) -> torch.Tensor:
@@ -80,17 +67,9 @@ def block_sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
     The softmax of each query row runs over all of its kept keys together (not block by block). A length that is
     not a multiple of the block size is zero-padded and the padding masked; a query with no kept key gets zeros;
-    n = 0 gives an empty output.
-    Query blocks that keep different numbers of key blocks are padded only within groups of similar count, so the
-    block pairs computed stay within 1.25 times the kept ones (1.5 times on the band path). Differentiable with
-    autograd; fp16/bf16 scores are normalised in fp32.
-
-    How it differs from :func:`attention_lab.reference.block_sparse_attention` (dense attention with the layout's
-    element mask; tested equal, values and gradients, in fp64, for every constructor) and why: it computes only the
-    kept blocks (the work follows the kept block pairs, not n^2), gathering each query block's key blocks next to it
-    from a plan built once per length and kept on the layout; query blocks are sorted by their number of kept
-    blocks so that padding stays small; masked scores are filled in place; without autograd, band layouts take the
-    band path of ``_band.py`` (strided views instead of gathered copies).
+    n = 0 gives an empty output. Differentiable with autograd; fp16/bf16 scores are normalised in fp32. How only
+    the kept blocks are computed, and how that differs from :func:`attention_lab.reference.block_sparse_attention`:
+    see the module docstring.
 
     ``layout`` is one :class:`BlockLayout` for every head, or a list of h layouts, one per head (the axis -3 of
     q, k, v, of size h), for patterns that differ between heads such as BigBird's random blocks; each head then
@@ -121,7 +100,7 @@ def block_sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             out = band_attention(q3, k3, v3, band, layout.block_size)  # (B, i, dv)
             return _zero_empty_rows(out, band.empty_rows).reshape(*lead, *out.shape[-2:])  # (..., i, dv)
     plan = plan_for(layout, n, q.device, band=False)
-    return _zero_empty_rows(_general(q, k, v, plan, layout.block_size, math.prod(lead)), plan.empty_rows)
+    return _zero_empty_rows(_gather(q, k, v, plan, layout.block_size, math.prod(lead)), plan.empty_rows)
 
 
 def _zero_empty_rows(out: torch.Tensor, empty_rows: torch.Tensor | None) -> torch.Tensor:
@@ -129,8 +108,8 @@ def _zero_empty_rows(out: torch.Tensor, empty_rows: torch.Tensor | None) -> torc
     return out if empty_rows is None else out.masked_fill(empty_rows[:, None], 0.0)
 
 
-def _general(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: Plan, size: int, batch: int) -> torch.Tensor:
-    """The gathered path, differentiable: groups of query blocks with similar counts, each with its kept keys.
+def _gather(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: Plan, size: int, batch: int) -> torch.Tensor:
+    """The gather path, differentiable: groups of query blocks with similar counts, each with its kept keys.
 
     Shape: q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)`` with i = j = n; ``batch`` the product of the
         broadcast leading dimensions -> ``(..., i, dv)``.
@@ -142,7 +121,7 @@ def _general(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: Plan, size
     k_rows = _blocks_of(k, size, pad).flatten(-2)  # (..., r, q*d): one row per block, for index_select
     v_rows = _blocks_of(v, size, pad).flatten(-2)  # (..., r, q*dv)
     outputs = []
-    for first, last, width in _groups(plan.counts, batch * size * size):
+    for first, last, width in query_block_groups(plan.counts, batch * size * size):
         # Gather, next to each query block, the key and value blocks it keeps (the first ``width`` of each list).
         kept = plan.key_blocks[first:last, :width].flatten()  # (g*C,)
         gathered = (*k_rows.shape[:-2], last - first, width * size, -1)
@@ -157,7 +136,7 @@ def _general(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: Plan, size
             hidden = plan.hidden[first:last, :, :width].flatten(-2)  # (g, q, C*k)
             # In place is safe: the matmul's backward needs its inputs, not its output.
             scores.masked_fill_(hidden, float("-inf"))
-        if scores.dtype in _LOW_PRECISION:
+        if scores.dtype in LOW_PRECISION:
             weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype)
         else:
             weights = torch.softmax(scores, dim=-1)  # (..., g, q, C*k)

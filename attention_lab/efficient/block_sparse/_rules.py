@@ -1,9 +1,15 @@
-"""The rules behind :class:`~attention_lab.BlockLayout`'s constructors, as pure functions of the number of blocks.
+"""The block-level math behind :class:`~attention_lab.BlockLayout`, as pure functions of tensors and ints.
 
-Each rule takes ``nb`` (blocks along the sequence) and returns ``(keep, lower)``: ``keep`` ``(r, c)`` bool says which
-(query block r, key block c) pairs are computed, ``lower`` ``(r,)`` bool says which query blocks' diagonal block is
-lower-triangular (key j <= query i), as in a causal layout. The constructors in ``layouts.py`` check their
-arguments and bind them to one of these.
+Each constructor's rule takes ``nb`` (blocks along the sequence) and returns ``(keep, lower)``: ``keep`` ``(r, c)``
+bool says which (query block r, key block c) pairs are computed, ``lower`` ``(r,)`` bool says which query blocks'
+diagonal block is lower-triangular (key j <= query i), as in a causal layout. The constructors in ``layout.py``
+check their arguments and bind them to one of these. After the rules: the lists of kept blocks (``kept_first``) and
+the conversion into a FlexAttention ``BlockMask``, both read from ``(keep, lower)``.
+
+Reference: :func:`attention_lab.reference.block_sparse_attention` expands ``(keep, lower)`` into the element mask
+(``BlockLayout.to_dense``); the tests check every rule's mask against its formula per query row. How the rules
+differ from that mask and what that buys: they decide r x c block pairs, not n x n entries, so a layout costs the
+same for any sequence length with the same number of blocks.
 """
 
 from __future__ import annotations
@@ -91,9 +97,56 @@ def fixed(nb: int, stride: int, summary: int) -> Blocks:
     return keep, torch.ones(nb, dtype=torch.bool)
 
 
+def combine(a: Blocks, b: Blocks, union: bool) -> Blocks:
+    """The union (``|``) or intersection (``&``) of two layouts' blocks, element by element."""
+    (keep_a, lower_a), (keep_b, lower_b) = a, b
+    # A diagonal block is empty, lower-triangular or full; full = kept and not lower.
+    full_a, full_b = keep_a.diagonal() & ~lower_a, keep_b.diagonal() & ~lower_b
+    keep = keep_a | keep_b if union else keep_a & keep_b
+    full = full_a | full_b if union else full_a & full_b
+    return keep, keep.diagonal() & ~full
+
+
+def block_sizes(n: int, block_size: int, nb: int) -> torch.Tensor:
+    """How many positions each of the nb blocks of n positions holds (the last one may be short). Shape: ``(r,)``."""
+    sizes = torch.full((nb,), block_size, dtype=torch.float64)  # (r,)
+    sizes[-1] = n - block_size * (nb - 1)
+    return sizes
+
+
 def kept_first(keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Each row's kept columns first, in increasing order, then the others: ``(counts (r,), order (r, c))``, so
     that ``order[r, :counts[r]]`` lists the key blocks query block r keeps."""
     nb = keep.shape[-1]
     order = torch.argsort((~keep).long() * nb + torch.arange(nb), dim=-1)  # sort by (not kept, index)
     return keep.sum(dim=-1), order
+
+
+def flex_block_mask(keep: torch.Tensor, lower: torch.Tensor, size: int, n: int, device: torch.device | str):
+    """A FlexAttention ``BlockMask`` of these blocks: kept off-diagonal blocks as full blocks, lower-triangular
+    diagonal blocks as partial blocks finished element by element by a ``mask_mod``; never an n x n mask.
+
+    Shape: keep ``(r, c)``, lower ``(r,)`` -> a ``BlockMask`` for ``(1, 1, i, j)``, i = j = n.
+    """
+    try:
+        from torch.nn.attention.flex_attention import BlockMask
+    except ImportError as error:  # pragma: no cover - every supported torch has it
+        raise RuntimeError("BlockLayout.to_flex_block_mask(): this torch has no flex_attention") from error
+    nb = keep.shape[0]
+    partial = torch.zeros_like(keep)  # (r, c)
+    partial[torch.arange(nb), torch.arange(nb)] = lower
+    full = keep & ~partial
+
+    def as_indices(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        counts, order = kept_first(blocks)  # flex reads only the first counts[r] entries of each row
+        return (counts.to(torch.int32)[None, None].to(device),  # (1, 1, r)
+                order.to(torch.int32)[None, None].to(device))  # (1, 1, r, c)
+
+    keep_dev, lower_dev = keep.to(device), lower.to(device)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        q_block, kv_block = q_idx // size, kv_idx // size
+        return keep_dev[q_block, kv_block] & ((q_block != kv_block) | ~lower_dev[q_block] | (kv_idx <= q_idx))
+
+    return BlockMask.from_kv_blocks(*as_indices(partial), *as_indices(full), BLOCK_SIZE=size,
+                                    mask_mod=mask_mod, seq_lengths=(n, n))
