@@ -18,7 +18,8 @@ LENGTHS = [256, 512, 1024, 2048]
 def test_crossover_faster_everywhere_starts_at_the_smallest_length():
     result = conclusions.crossover(LENGTHS, [1.2, 1.5, 3.0, 6.0], name="sparse", baseline="dense")
     assert (result.n, result.conclusive) == (256, True)
-    assert "every measured length" in str(result) and "n = 256 (1.20x)" in str(result)
+    assert "every measured length" in str(result) and "n=256: 1.20x" in str(result)
+    assert "the largest gap, 6.00x, at n = 2048" in str(result)  # not read as a maximum at the last length
 
 
 def test_crossover_never_faster():
@@ -181,3 +182,44 @@ def test_crossover_is_too_noisy_when_the_fastest_times_say_otherwise():
     assert agreeing.conclusive and agreeing.n == 1024
     with pytest.raises(ValueError, match="equal, non-zero length"):
         conclusions.crossover(LENGTHS, [0.3, 0.5, 1.3, 3.2], best_ratios=[1.0])
+
+
+def test_crossover_everywhere_names_the_peak_when_it_is_not_at_the_last_length():
+    # lesson 03's sweep peaked at 256 and fell after: "up to n = 512 (7.67x)" read as a maximum
+    result = conclusions.crossover([32, 64, 128, 256, 512], [2.05, 4.0, 8.1, 11.2, 7.67])
+    assert "the largest gap, 11.20x, at n = 256" in str(result) and "n=512: 7.67x" in str(result)
+
+
+@pytest.mark.parametrize(("values", "kind"), [
+    ([1.44, 4.06, 6.31, 6.36], "less than linear"),  # lesson 07's block-sparse peaks: one step of 2.8x, 4.4x in all
+    ([1, 2, 4, 8], "about linear"),
+    ([1, 3, 9, 27], "between linear and quadratic"),
+    ([1, 4, 16, 64], "about quadratic"),
+    ([1, 8, 64, 512], "faster than quadratic"),
+])
+def test_growth_is_named_from_the_whole_range_not_from_one_step(values, kind):
+    result = conclusions.growth([1024, 2048, 4096, 8192], values, name="peak memory")
+    assert result.kind == kind and kind in str(result)
+    assert result.factor == pytest.approx(values[-1] / values[0])
+    assert f"grows {values[-1] / values[0]:.1f}x while n grows 8x" in str(result)
+
+
+def test_growth_refuses_bad_input():
+    with pytest.raises(ValueError, match=r"growth\(\): values must be > 0"):
+        conclusions.growth([1, 2], [0, 1])
+    with pytest.raises(ValueError, match=r"growth\(\): a growth needs at least two lengths"):
+        conclusions.growth([1], [1])
+
+
+def test_with_committed_says_what_the_benchmark_measured_only_when_the_live_run_is_too_noisy():
+    live_ok = conclusions.fit_slope([256, 512, 1024], [1.0, 4.0, 16.0], name="dense")
+    live_noisy = conclusions.fit_slope([256, 512, 1024], [1.0, 0.9, 16.0], name="dense")
+    committed = conclusions.fit_slope([1024, 2048, 4096], [1.0, 4.0, 16.0], name="dense")
+    assert str(conclusions.with_committed(live_ok, committed, machine="M")) == live_ok.message
+    text = str(conclusions.with_committed(live_noisy, committed, machine="AMD EPYC, 2 threads, load average up to 0.9"))
+    first, second = text.split("\n")
+    assert first.startswith("too noisy to conclude")
+    assert second == ("the committed benchmark measured the same comparison (AMD EPYC, 2 threads, load average up to "
+                      "0.9): dense grows as n^2.00 over n = 1024 ... 4096 (r^2 = 1.000)")
+    missing = str(conclusions.with_committed(live_noisy, None, machine="", missing="run python benchmarks/x.py"))
+    assert missing.endswith("no committed figures to compare with: run python benchmarks/x.py")

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .._validation import fail
+from ..i18n import Message, msg
 
-__all__ = ["Crossover", "Slope", "agree", "crossover", "fit_slope"]
+__all__ = ["Crossover", "Growth", "Slope", "agree", "crossover", "fit_slope", "growth", "with_committed"]
 
 
 def agree(ratio: float, best_ratio: float, *, tolerance: float = 0.25) -> bool:
@@ -33,6 +34,9 @@ class Crossover:
     n: int | None
     conclusive: bool
     message: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", str(self.message))  # a Message, rendered in the language of the moment
 
     def __str__(self) -> str:
         return self.message
@@ -86,28 +90,39 @@ def crossover(lengths: Sequence[int], ratios: Sequence[float], *, name: str = "t
         _increasing_lengths(fn, lengths, best, "best_ratios")
         split = [n for n, r, b in zip(lengths, values, best) if (r > 1) != (b > 1)]
         if split:
-            return Crossover(None, False, f"too noisy to conclude: at n = {', '.join(map(str, split))} the "
-                                          f"round-by-round ratio and the fastest times disagree on whether {name} "
-                                          f"is faster than {baseline}; rerun the cell on a quieter machine")
+            return Crossover(None, False, msg("too noisy to conclude: at n = {lengths} the round-by-round ratio and "
+                                              "the fastest times disagree on whether {name} is faster than "
+                                              "{baseline}; rerun the cell on a quieter machine",
+                                              lengths=", ".join(map(str, split)), name=name, baseline=baseline))
     flips = sum(a != b for a, b in zip(faster, faster[1:]))
     if flips > 1:
-        return Crossover(None, False, f"too noisy to conclude: {name} is faster than {baseline} at some lengths and "
-                                      f"slower at others ({shown}); rerun the cell on a quieter machine")
+        return Crossover(None, False, msg("too noisy to conclude: {name} is faster than {baseline} at some lengths "
+                                          "and slower at others ({shown}); rerun the cell on a quieter machine",
+                                          name=name, baseline=baseline, shown=shown))
     if all(faster):
-        return Crossover(lengths[0], True, f"{name} is faster than {baseline} at every measured length, from the "
-                                           f"smallest, n = {lengths[0]} ({values[0]:.2f}x), up to n = {lengths[-1]} "
-                                           f"({values[-1]:.2f}x)")
+        peak = max(range(len(values)), key=values.__getitem__)
+        return Crossover(lengths[0], True, msg("{name} is faster than {baseline} at every measured length, from "
+                                               "n = {first} to n = {last} ({shown}; the largest gap, {peak:.2f}x, "
+                                               "at n = {peak_n})", name=name, baseline=baseline, first=lengths[0],
+                                               last=lengths[-1], shown=shown, peak=values[peak],
+                                               peak_n=lengths[peak]))
     if not any(faster):
-        return Crossover(None, True, f"{name} is not faster than {baseline} at any measured length up to "
-                                     f"n = {lengths[-1]} ({values[-1]:.2f}x there)")
+        return Crossover(None, True, msg("{name} is not faster than {baseline} at any measured length up to "
+                                         "n = {last} ({ratio:.2f}x there)", name=name, baseline=baseline,
+                                         last=lengths[-1], ratio=values[-1]))
     first = faster.index(not faster[0])  # where the single flip happens
     if not faster[-1]:
-        return Crossover(None, True, f"{name} is faster than {baseline} up to n = {lengths[first - 1]} "
-                                     f"({values[first - 1]:.2f}x) but slower from n = {lengths[first]} on "
-                                     f"({values[first]:.2f}x): it does not stay ahead ({shown})")
-    return Crossover(lengths[first], True, f"{name} overtakes {baseline} at n = {lengths[first]} "
-                                           f"({values[first]:.2f}x there, {values[first - 1]:.2f}x at "
-                                           f"n = {lengths[first - 1]}) and stays faster up to n = {lengths[-1]}")
+        return Crossover(None, True, msg("{name} is faster than {baseline} up to n = {before} ({before_ratio:.2f}x) "
+                                         "but slower from n = {after} on ({after_ratio:.2f}x): it does not stay "
+                                         "ahead ({shown})", name=name, baseline=baseline, before=lengths[first - 1],
+                                         before_ratio=values[first - 1], after=lengths[first],
+                                         after_ratio=values[first], shown=shown))
+    return Crossover(lengths[first], True, msg("{name} overtakes {baseline} at n = {at} ({ratio:.2f}x there, "
+                                               "{before_ratio:.2f}x at n = {before}) and stays faster up to "
+                                               "n = {last} ({shown})", name=name, baseline=baseline,
+                                               at=lengths[first], ratio=values[first],
+                                               before_ratio=values[first - 1], before=lengths[first - 1],
+                                               last=lengths[-1], shown=shown))
 
 
 @dataclass(frozen=True)
@@ -122,6 +137,9 @@ class Slope:
     fitted_on: tuple[int, int]
     conclusive: bool
     message: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", str(self.message))  # a Message, rendered in the language of the moment
 
     def __str__(self) -> str:
         return self.message
@@ -152,14 +170,92 @@ def fit_slope(lengths: Sequence[float], times: Sequence[float], *, name: str = "
     slope = sxy / sxx
     r2 = 1.0 if syy == 0 else min(1.0, sxy * sxy / (sxx * syy))
     span = (int(lengths[0]), int(lengths[-1]))
-    where = f"n = {span[0]} ... {span[1]}"
     if not all(b > a for a, b in zip(ys, ys[1:])):
-        return Slope(slope, r2, span, False, f"too noisy to conclude: {name} does not rise at every step of n over "
-                                            f"{where} (fitted slope {slope:.2f}, r^2 = {r2:.3f}); rerun on a quieter "
-                                            f"machine")
+        return Slope(slope, r2, span, False, msg("too noisy to conclude: {name} does not rise at every step of n "
+                                                 "over n = {first} ... {last} (fitted slope {slope:.2f}, r^2 = "
+                                                 "{r2:.3f}); rerun on a quieter machine", name=name, first=span[0],
+                                                 last=span[1], slope=slope, r2=r2))
     if r2 < min_r2:
-        return Slope(slope, r2, span, False, f"too noisy to conclude: a line fits {name} poorly over {where} "
-                                            f"(slope {slope:.2f}, r^2 = {r2:.3f} < {min_r2}); rerun on a quieter "
-                                            f"machine")
-    quality = "two points, so no check of the fit" if len(xs) == 2 else f"r^2 = {r2:.3f}"
-    return Slope(slope, r2, span, True, f"{name} grows as n^{slope:.2f} over {where} ({quality})")
+        return Slope(slope, r2, span, False, msg("too noisy to conclude: a line fits {name} poorly over n = {first} "
+                                                 "... {last} (slope {slope:.2f}, r^2 = {r2:.3f} < {min_r2}); rerun "
+                                                 "on a quieter machine", name=name, first=span[0], last=span[1],
+                                                 slope=slope, r2=r2, min_r2=min_r2))
+    if len(xs) == 2:
+        return Slope(slope, r2, span, True, msg("{name} grows as n^{slope:.2f} over n = {first} ... {last} (two "
+                                                "points, so no check of the fit)", name=name, slope=slope,
+                                                first=span[0], last=span[1]))
+    return Slope(slope, r2, span, True, msg("{name} grows as n^{slope:.2f} over n = {first} ... {last} (r^2 = "
+                                            "{r2:.3f})", name=name, slope=slope, first=span[0], last=span[1], r2=r2))
+
+
+@dataclass(frozen=True)
+class Growth:
+    """How a quantity that is exact, not timed (a peak memory, a count), grows with n over the whole measured range.
+
+    ``factor`` is the last value over the first, ``exponent`` the p of value ~ n^p fitted by least squares to every
+    point (one step that jumps does not decide it), ``kind`` one of "less than linear", "about linear", "between
+    linear and quadratic", "about quadratic", "faster than quadratic".
+
+    Shape: no tensors; ``span`` is the first and last length.
+    """
+
+    exponent: float
+    factor: float
+    span: tuple[int, int]
+    kind: str
+    message: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", str(self.message))  # a Message, rendered in the language of the moment
+
+    def __str__(self) -> str:
+        return self.message
+
+
+_KINDS = ((0.9, "less than linear", msg("less than linear")), (1.1, "about linear", msg("about linear")),
+          (1.9, "between linear and quadratic", msg("between linear and quadratic")),
+          (2.1, "about quadratic", msg("about quadratic")),
+          (math.inf, "faster than quadratic", msg("faster than quadratic")))
+
+
+def growth(lengths: Sequence[float], values: Sequence[float], *, name: str = "it") -> Growth:
+    """Fit value ~ n^p over every measured length and name the kind of growth from p (below 0.9: less than linear;
+    up to 1.1: about linear; ... ; above 2.1: faster than quadratic), with the factor from the first length to the
+    last. For exact figures; a timing goes through :func:`fit_slope`, which also judges the noise.
+
+    Shape: two sequences of equal length >= 2, positive values, ``lengths`` increasing.
+    """
+    fn = "growth"
+    ys = _numbers(fn, "values", values)
+    xs = _increasing_lengths(fn, lengths, ys, "values")
+    if len(xs) < 2:
+        fail(fn, f"a growth needs at least two lengths, got {len(xs)}; measure more lengths")
+    if min(ys) <= 0:
+        fail(fn, f"values must be > 0 (their logarithms are taken), got {ys}")
+    lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
+    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
+    exponent = sum((x - mx) * (y - my) for x, y in zip(lx, ly)) / sum((x - mx) ** 2 for x in lx)
+    kind, said = next((label, said) for limit, label, said in _KINDS if exponent <= limit)
+    span, factor = (int(lengths[0]), int(lengths[-1])), ys[-1] / ys[0]
+    return Growth(exponent, factor, span, kind,
+                  msg("{name} grows {factor:.1f}x while n grows {n_factor:.0f}x (n = {first} ... {last}; fitted "
+                      "over every length: n^{exponent:.2f}, {kind})", name=name, factor=factor,
+                      n_factor=xs[-1] / xs[0], first=span[0], last=span[1], exponent=exponent, kind=said))
+
+
+def with_committed(live: Crossover | Slope, committed: Crossover | Slope | None, *, machine: str,
+                   missing: str = "") -> Message:
+    """What a timing cell prints: the conclusion from this run's figures when they allow one; otherwise that
+    they are too noisy, and then what the committed benchmark concluded from the same comparison, labelled with the
+    machine it ran on (``machine``: :attr:`~attention_lab.measure.results.BenchmarkResults.machine`). ``committed``
+    is the same conclusion function applied to the committed figures, or None where the file is ``missing`` (what
+    to run instead).
+
+    Shape: no tensors; a message of one or two lines.
+    """
+    if live.conclusive:
+        return msg("{live}", live=live.message)
+    if committed is None:
+        return msg("{live}\nno committed figures to compare with: {missing}", live=live.message, missing=missing)
+    return msg("{live}\nthe committed benchmark measured the same comparison ({machine}): {committed}",
+               live=live.message, machine=machine, committed=committed.message)

@@ -24,14 +24,22 @@ from typing import Any
 import torch
 
 from .._validation import check_choice, check_number, check_positive_int, fail
+from ..i18n import msg
 from .conclusions import agree
 
-__all__ = ["Comparison", "Sweep", "compare", "fixed_threads", "sweep", "thread_report"]
+__all__ = ["LESSON_THREADS", "Comparison", "Sweep", "compare", "fixed_threads", "sweep", "thread_report"]
+
+LESSON_THREADS = 1
+"""The torch threads every timing cell of a lesson uses (``with fixed_threads(LESSON_THREADS):``). One thread,
+because a learner's laptop is busy with other programs: a second thread waits for whichever core is free and adds
+that wait to the timing, while one thread's ratios (the figure a lesson concludes from) move far less. The
+benchmark scripts use 2 threads pinned to 2 quiet cores (``benchmarks/``), and say so in their CSVs."""
 
 
 def thread_report() -> str:
     """One line naming the threads torch uses here and the machine's logical cores. Shape: a string."""
-    return f"timed with {torch.get_num_threads()} torch thread(s) on a machine with {os.cpu_count()} logical core(s)"
+    return str(msg("timed with {threads} torch thread(s) on a machine with {cores} logical core(s)",
+                   threads=torch.get_num_threads(), cores=os.cpu_count()))
 
 
 @contextlib.contextmanager
@@ -82,10 +90,12 @@ class Comparison:
         reference = self.baseline if reference is None else reference
         within, best = self.ratio_between(name, reference), self.best_s[reference] / self.best_s[name]
         if not agree(within, best, tolerance=tolerance):
-            return (f"too noisy to conclude: {name} ran at {within:.2f}x {reference}'s speed round by round, but "
-                    f"the fastest times give {best:.2f}x; rerun on a quieter machine")
-        return (f"{name} ran at {within:.2f}x {reference}'s speed (median of {self.rounds} rounds; the fastest "
-                f"times give {best:.2f}x)")
+            return str(msg("too noisy to conclude: {name} ran at {within:.2f}x {reference}'s speed round by round, "
+                           "but the fastest times give {best:.2f}x; rerun on a quieter machine", name=name,
+                           within=within, reference=reference, best=best))
+        return str(msg("{name} ran at {within:.2f}x {reference}'s speed (median of {rounds} rounds; the fastest "
+                       "times give {best:.2f}x)", name=name, within=within, reference=reference, rounds=self.rounds,
+                       best=best))
 
     def __str__(self) -> str:
         lines = [f"{name:<28} {seconds * 1e3:9.3f} ms  {self.ratio[name]:7.2f}x {self.baseline}'s speed"
