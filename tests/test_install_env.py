@@ -90,6 +90,19 @@ def test_falls_back_to_the_default_index_when_the_cpu_index_cannot_be_reached(pr
     assert f"{unreachable} cannot be reached" in result.stdout
     assert "falling back to the default index" in result.stdout
     assert calls == [["install", "--disable-pip-version-check", "-r", "requirements.txt"]]
+    # what was installed is said from the environment, not guessed: here, the torch of the running interpreter
+    assert f"install_env: {install_env.installed_torch_report()}" in result.stdout
+
+
+def test_the_install_report_names_the_torch_this_environment_holds():
+    from importlib import metadata
+
+    report = install_env.installed_torch_report()
+    version = metadata.version("torch")
+    assert report.startswith(f"installed torch {version}")
+    has_cuda = any((d.metadata["Name"] or "").lower().startswith("nvidia-") for d in metadata.distributions())
+    assert ("NVIDIA CUDA packages" in report) == has_cuda
+    assert ("CPU-only" in report) == (version.endswith("+cpu") and not has_cuda)
 
 
 class _Index(http.server.BaseHTTPRequestHandler):

@@ -150,18 +150,37 @@ def install(requirement_files: list[Path], torch: str, cpu_index: str, pip: list
             reachable, problem = index_reachable(cpu_index)
             if not reachable:
                 say(f"PyTorch's CPU wheel index {cpu_index} cannot be reached ({problem}); falling back to the "
-                    f"default index, whose Linux torch wheel brings CUDA libraries (several GB). To get the small "
-                    f"CPU build later: make clean-venv, then make lab once the index can be reached.")
+                    f"default index. PyPI's Linux torch wheel brings CUDA libraries (several GB); a local wheel "
+                    f"may not: which build was installed is said when pip is done.")
             elif run_pip(pip, [f"torch=={wanted}", "--extra-index-url", cpu_index]) != 0:
                 say(f"installing torch from {cpu_index} failed (pip's message is above); falling back to the "
-                    f"default index (with CUDA libraries on Linux)")
+                    f"default index (which build was installed is said when pip is done)")
     elif pin is not None:
         say(f"torch {pin} from the default index: {why}")
     args = [arg for path in requirement_files for arg in ("-r", str(path))]
     status = run_pip(pip, args)
+    if status == 0 and pin is not None:
+        say(installed_torch_report())
     if status == 0 and any("matplotlib" in path.read_text() for path in requirement_files):
         build_font_cache()
     return status
+
+
+def installed_torch_report() -> str:
+    """What torch this environment holds now, said from its metadata (not from what was asked for): the version,
+    and whether NVIDIA's CUDA libraries came with it."""
+    from importlib import metadata
+
+    version = installed_version("torch")
+    if version is None:
+        return "torch is not installed in this environment"
+    cuda = sorted({d.metadata["Name"] for d in metadata.distributions()
+                   if (d.metadata["Name"] or "").lower().startswith("nvidia-")})
+    if cuda:
+        return (f"installed torch {version} with {len(cuda)} NVIDIA CUDA packages ({', '.join(cuda[:3])}, ...): "
+                f"several GB, of use only with an NVIDIA GPU")
+    build = "the CPU-only build" if version.endswith("+cpu") else "no CUDA libraries"
+    return f"installed torch {version} ({build})"
 
 
 def build_font_cache() -> None:
