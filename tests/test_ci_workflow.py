@@ -79,14 +79,16 @@ def _commands(job: dict) -> str:
     return "\n".join(step.get("run", "") for step in job["steps"])
 
 
-def _readme_blocks(heading: str) -> str:
-    """The ```bash blocks of the README section under ``heading``, up to the next heading of its level or above."""
-    start = README.index(heading)
+def _readme_blocks(heading: str, text: str | None = None) -> str:
+    """The ```bash blocks of the README (or of ``text``) section under ``heading``, up to the next heading of its
+    level or above."""
+    text = README if text is None else text
+    start = text.index(heading)
     level = heading.split(" ", 1)[0]
-    following = re.search(rf"^#{{1,{len(level)}}} ", README[start + len(heading):], re.M)
-    section = README[start: start + len(heading) + following.start()] if following else README[start:]
+    following = re.search(rf"^#{{1,{len(level)}}} ", text[start + len(heading):], re.M)
+    section = text[start: start + len(heading) + following.start()] if following else text[start:]
     blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
-    assert blocks, f"no bash block under {heading!r} in the README"
+    assert blocks, f"no bash block under {heading!r}"
     return "\n".join(blocks)
 
 
@@ -106,9 +108,11 @@ def test_windows_runs_the_readme_by_hand_commands_on_two_pythons():
     assert job["runs-on"].startswith("windows")
     assert {"3.10", "3.12"} <= set(job["strategy"]["matrix"]["python"])
     commands = _commands(job)
-    by_hand = _readme_blocks("### Without make")
+    contributing = (Path(__file__).resolve().parents[1] / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    by_hand = _readme_blocks("### Without make") + "\n" + _readme_blocks("### Running the tests without make",
+                                                                         contributing)
     for line in by_hand.splitlines():
         command = line.split("#", 1)[0].strip()
         if command.startswith(("pip ", "pytest ", "ruff ", "python -m venv")):
             assert command in commands, f"the README's by-hand command {command!r} is not in the Windows job"
-    assert "pytest " in by_hand and "ruff " in by_hand, "the README's by-hand block should show the test commands"
+    assert "pytest " in by_hand and "ruff " in by_hand, "the by-hand blocks should show the test commands"
