@@ -26,20 +26,27 @@ def agree(ratio: float, best_ratio: float, *, tolerance: float = 0.25) -> bool:
     return (ratio > 1) == (best_ratio > 1) and abs(math.log(ratio / best_ratio)) <= math.log1p(tolerance)
 
 
+class _Conclusion:
+    """What every conclusion shares: its ``message``, rendered when the conclusion is made (a ``Message`` becomes
+    text in the language of that moment), and printed as itself."""
+
+    message: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", str(self.message))
+
+    def __str__(self) -> str:
+        return self.message
+
+
 @dataclass(frozen=True)
-class Crossover:
+class Crossover(_Conclusion):
     """Where a variant becomes faster for good. ``n`` is None when it never does (or the data cannot say). Shape: no
     tensors."""
 
     n: int | None
     conclusive: bool
     message: str
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "message", str(self.message))  # a Message, rendered in the language of the moment
-
-    def __str__(self) -> str:
-        return self.message
 
 
 def _numbers(fn: str, what: str, values: object) -> list[float]:
@@ -126,7 +133,7 @@ def crossover(lengths: Sequence[int], ratios: Sequence[float], *, name: str = "t
 
 
 @dataclass(frozen=True)
-class Slope:
+class Slope(_Conclusion):
     """Least-squares exponent p in time ~ n^p over ``fitted_on``, with the fit's r^2 (1 = a perfect line).
 
     Shape: no tensors; ``fitted_on`` is the first and last length.
@@ -137,12 +144,6 @@ class Slope:
     fitted_on: tuple[int, int]
     conclusive: bool
     message: str
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "message", str(self.message))  # a Message, rendered in the language of the moment
-
-    def __str__(self) -> str:
-        return self.message
 
 
 def fit_slope(lengths: Sequence[float], times: Sequence[float], *, name: str = "time", min_r2: float = 0.95) -> Slope:
@@ -189,7 +190,7 @@ def fit_slope(lengths: Sequence[float], times: Sequence[float], *, name: str = "
 
 
 @dataclass(frozen=True)
-class Growth:
+class Growth(_Conclusion):
     """How a quantity that is exact, not timed (a peak memory, a count), grows with n over the whole measured range.
 
     ``factor`` is the last value over the first, ``exponent`` the p of value ~ n^p fitted by least squares to every
@@ -204,12 +205,6 @@ class Growth:
     span: tuple[int, int]
     kind: str
     message: str
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "message", str(self.message))  # a Message, rendered in the language of the moment
-
-    def __str__(self) -> str:
-        return self.message
 
 
 _KINDS = ((0.9, "less than linear", msg("less than linear")), (1.1, "about linear", msg("about linear")),

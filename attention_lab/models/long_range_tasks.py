@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .._validation import check_positive_int, fail
+from .._validation import fail
 from .tasks import IGNORE_INDEX, Task
 
 __all__ = ["AssociativeRecall", "ListOps"]
@@ -38,12 +38,11 @@ class AssociativeRecall(Task):
     n_pairs: int = 4
 
     name = "recall"
+    sizes = ("n_keys", "n_pairs")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         fn = type(self).__name__
-        check_positive_int(fn, "n_keys", self.n_keys)
-        check_positive_int(fn, "n_pairs", self.n_pairs)
         if self.n_pairs > self.n_keys:
             fail(fn, f"n_pairs must be at most n_keys={self.n_keys} (every pair has its own key), got "
                      f"n_pairs={self.n_pairs}")
@@ -113,12 +112,11 @@ class ListOps(Task):
     group_size: int = 3
 
     name = "listops"
+    sizes = ("n_groups", "group_size")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         fn = type(self).__name__
-        check_positive_int(fn, "n_groups", self.n_groups)
-        check_positive_int(fn, "group_size", self.group_size)
         if self.n_groups * (self.group_size + 1) + 1 > self.seq_len:
             fail(fn, f"seq_len must hold every operator and digit and the outer operator, "
                      f"{self.n_groups * (self.group_size + 1) + 1} tokens, got seq_len={self.seq_len}")

@@ -27,10 +27,11 @@ Shape: tokens and targets ``(b, i)``, integer (``torch.long``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
-from .._validation import check_positive_int, fail
+from .._validation import check_positive_int, check_positive_ints, fail
 
 __all__ = ["IGNORE_INDEX", "PointerLookup", "Repeat", "Reversal", "Sorting", "Task", "make_generator"]
 
@@ -67,11 +68,13 @@ class Task:
     n_symbols: int = 10
 
     name = "task"
+    sizes: ClassVar[tuple[str, ...]] = ()  # a subclass's own size fields, each checked to be a positive int
 
     def __post_init__(self) -> None:
         fn = type(self).__name__
         check_positive_int(fn, "seq_len", self.seq_len, minimum=2)
         check_positive_int(fn, "n_symbols", self.n_symbols, minimum=2)
+        check_positive_ints(fn, **{size: getattr(self, size) for size in self.sizes})
 
     @property
     def vocab_size(self) -> int:
