@@ -20,11 +20,11 @@ def test_the_learner_sees_the_right_verdict(attempt: Attempt, capsys):
 
 
 def _checks_of(module_name: str) -> list[str]:
-    """The exercise checks a lesson's check module offers: its public functions defined in the checks package."""
+    """The exercise checks a lesson's check module offers: the public functions it defines itself."""
     module = importlib.import_module(f"attention_lab.teaching.checks.{module_name}")
     return [name for name in getattr(module, "__all__", dir(module)) if not name.startswith("_")
             and callable(getattr(module, name)) and inspect.isfunction(getattr(module, name))
-            and getattr(module, name).__module__.startswith("attention_lab.teaching.checks.")]
+            and getattr(module, name).__module__ == module.__name__]  # its own checks, not _core's helpers
 
 
 CHECK_MODULES = sorted(m.name for m in pkgutil.iter_modules(checks_package.__path__) if m.name.startswith("lesson"))

@@ -85,7 +85,7 @@ def test_an_error_raised_inside_the_learners_function_becomes_a_hint():
         return q @ k  # (i, d) @ (j, d): fails unless d == j
 
     message = hint_of(lesson01.fixed_attend, broken)
-    assert "your attend raised RuntimeError" in message
+    assert "your broken raised RuntimeError" in message  # named by its own name
     message = hint_of(lesson02.stable_softmax, lambda x: x - x.max(-1))  # .max(dim) without .values
     assert "comes back as a pair" in message
     message = hint_of(lesson02.stable_softmax, lambda x: x - x.max(-1).values)  # no keepdim
