@@ -24,7 +24,7 @@ def _checks_of(module_name: str) -> list[str]:
     module = importlib.import_module(f"attention_lab.teaching.checks.{module_name}")
     return [name for name in getattr(module, "__all__", dir(module)) if not name.startswith("_")
             and callable(getattr(module, name)) and inspect.isfunction(getattr(module, name))
-            and getattr(module, name).__module__.startswith("attention_lab.teaching.checks.")]
+            and getattr(module, name).__module__ == module.__name__]
 
 
 CHECK_MODULES = sorted(m.name for m in pkgutil.iter_modules(checks_package.__path__) if m.name.startswith("lesson"))

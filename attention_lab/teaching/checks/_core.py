@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NoReturn, TypeVar
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from ...i18n import Message, msg
 
@@ -104,6 +105,48 @@ def call_learner(fn: object, *args: Any, what: str | Message | None = None, **kw
                      what=what, error=_describe_error(error), called_with=called_with))
         hint(msg("{what} raised {error} when the check called it with {called_with}; run it on such an input "
                  "yourself and read the error", what=what, error=_describe_error(error), called_with=called_with))
+
+
+# The torch functions that multiply matrices: what FlopCounterMode counts, so what a measured count must call.
+_MATRIX_PRODUCTS = frozenset({"linear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "addmm", "baddbmm",
+                              "addbmm", "mv", "addmv", "dot", "einsum", "tensordot", "conv1d", "conv2d",
+                              "scaled_dot_product_attention", "multi_head_attention_forward"})
+
+
+class _NoMatrixProducts(TorchFunctionMode):
+    """Refuses every matrix product while a learner's prediction runs (a formula needs none)."""
+
+    def __init__(self, what: str | Message) -> None:
+        super().__init__()
+        self.what = what
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in _MATRIX_PRODUCTS:
+            hint(msg("{what} multiplies matrices: the exercise asks you to predict the count from the sizes (a "
+                     "formula of its arguments), not to run the layer and measure it", what=self.what))
+        return func(*args, **(kwargs or {}))
+
+
+def call_prediction(fn: object, *args: Any, what: str | Message | None = None) -> Any:
+    """:func:`call_learner` for an exercise that asks for a count predicted from sizes: a function that multiplies
+    matrices (runs the layer under ``FlopCounterMode``, say) measures instead of predicting, and gets a hint that
+    says so. Arithmetic on Python numbers, numpy or tensors made from numbers is allowed.
+
+    Shape: whatever ``fn`` takes and returns (sizes in, a count out).
+    """
+    what = learner_name(fn) if what is None else what
+    with _NoMatrixProducts(what):
+        return call_learner(fn, *args, what=what)
+
+
+def right_for_some_inputs(what: str | Message, right: str, wrong: str) -> Message:
+    """The hint for a function that is right on some of a check's inputs and wrong on another one that no common
+    mistake explains: it fixes a number that should come from its arguments, or its rule fits some inputs only.
+
+    Shape: no tensors; ``right`` and ``wrong`` describe the inputs in words ("kernel 3 and 4 layers").
+    """
+    return msg("{what} is right for {right} but not for {wrong}: either it uses a fixed number where its arguments "
+               "should go, or its rule only happens to fit the first", what=what, right=right, wrong=wrong)
 
 
 PLACEHOLDER_HINT = msg("your answer is still empty: the answer cell above still holds the placeholder `...`; write "
@@ -208,6 +251,27 @@ def check_tensor_answer(
 
     Shape: answer and expected of one shape (up to size-1 axes with ``unit_axes_ok``).
     """
+    compare_tensor_answer(answer, expected, what=what, mistakes=mistakes, shape_hint=shape_hint, atol=atol,
+                          rtol=rtol, unit_axes_ok=unit_axes_ok)
+    correct(success)
+
+
+def compare_tensor_answer(
+    answer: object,
+    expected: torch.Tensor,
+    *,
+    what: str | Message,
+    mistakes: Iterable[tuple[torch.Tensor, str | Message]] = (),
+    shape_hint: str | Message | None = None,
+    atol: float = 1e-4,
+    rtol: float = 1e-4,
+    unit_axes_ok: bool = False,
+) -> None:
+    """:func:`check_tensor_answer` without the ``Correct`` line: returns quietly when the answer is right, so that
+    a check can try a function on several inputs before it says so.
+
+    Shape: answer and expected of one shape (up to size-1 axes with ``unit_axes_ok``).
+    """
     got = as_tensor(answer, what)
     expected = expected.detach().to("cpu")
     if got.is_floating_point() or expected.is_floating_point():
@@ -221,7 +285,6 @@ def check_tensor_answer(
         hint(shape_hint or msg("{what} should have shape {expected}, yours has {shape}", what=what,
                                expected=tuple(expected.shape), shape=tuple(got.shape)))
     if close(got, expected, atol=atol, rtol=rtol):
-        correct(success)
         return
     for wrong, message in mistakes:
         if close(got, wrong.detach().to("cpu").double(), atol=atol, rtol=rtol):
