@@ -166,6 +166,10 @@ def head_in_float32(w, c, x, num_heads, head):
     return _head(w.float(), c.float(), x.float(), num_heads, head)
 
 
+def head_x_in_float32_only(w, c, x, num_heads, head):  # fine in float32; mixes dtypes when the check passes float64
+    return _head(w, c, x.float(), num_heads, head)
+
+
 def head_keepdim(w, c, x, num_heads, head):
     return _head(w, c, x, num_heads, head)[:, None]  # (b, 1, i, j)
 
@@ -274,6 +278,8 @@ ATTEMPTS = [
     Attempt("05/3", "the library's module with the weights copied", HEAD, head_via_library, right=True),
     Attempt("05/3", "computed in float32", HEAD, head_in_float32, right=True),
     Attempt("05/3", "a head axis of 1 kept", HEAD, head_keepdim, right=True),
+    Attempt("05/3", "x turned to float32, the weights not", HEAD, head_x_in_float32_only,
+            hint="some of them are float64: does your function mix in a float32 tensor"),
     Attempt("05/3", "numpy", HEAD, head_numpy, right=True),
     Attempt("05/3", "the head before", HEAD, lambda w, c, x, h, m: _head(w, c, x, h, m - 1 if m else m + 1),
             hint="heads are counted from 0"),

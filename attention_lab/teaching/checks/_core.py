@@ -100,9 +100,9 @@ def call_learner(fn: object, *args: Any, what: str | Message | None = None, **kw
         else:
             called_with = msg("no arguments")
         if "dtype" in str(error) and any(a.dtype == torch.float64 for a in tensors):
-            hint(msg("{what} raised {error} when the check called it with {called_with}; the check passes its own "
-                     "float64 tensors: does your function use a tensor of the notebook instead of its arguments?",
-                     what=what, error=_describe_error(error), called_with=called_with))
+            hint(msg("{what} raised {error} when the check called it with {called_with}; some of them are float64: "
+                     "does your function mix in a float32 tensor (one of the notebook's, one it makes, or a .float() "
+                     "of only some inputs)?", what=what, error=_describe_error(error), called_with=called_with))
         hint(msg("{what} raised {error} when the check called it with {called_with}; run it on such an input "
                  "yourself and read the error", what=what, error=_describe_error(error), called_with=called_with))
 
