@@ -275,7 +275,7 @@ ATTEMPTS = [
     Attempt("03/2", "an additive float mask", GRID,
             lambda h, w: torch.zeros(h * w, h * w).masked_fill(~grid_arithmetic(h, w), float("-inf")),
             hint="additive float mask"),
-    Attempt("03/2", "values 0 and 3", GRID, lambda h, w: grid_arithmetic(h, w).float() * 3, hint="dtype=torch.bool"),
+    Attempt("03/2", "values 0 and 3", GRID, lambda h, w: grid_arithmetic(h, w).float() * 3, hint="a bool tensor"),
     Attempt("03/2", "the first image's size written in", GRID, lambda h, w: grid_arithmetic(3, 4),
             hint=r"shape \(10, 10\)"),
     Attempt("03/2", "the first image's width written in", GRID, grid_width_four, hint="fixed number where"),

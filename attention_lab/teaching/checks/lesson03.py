@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import torch
 
@@ -25,16 +25,9 @@ from ._core import (
     hint,
     learner_name,
     right_for_some_inputs,
-    whole_number,
 )
-
-
-def _function(answer: object, signature: str) -> Callable[..., object]:
-    if not callable(answer):
-        hint(msg("define a function {signature} and pass the function itself (its name, without brackets)",
-                 signature=signature))
-    return answer  # type: ignore[return-value]
-
+from ._function_answers import check_formula, expect_function
+from ._mask_answers import as_bool_mask
 
 # ---- exercise 1: cross-attention with the fused weights ----
 
@@ -53,6 +46,10 @@ def _layer_and_inputs(b: int, i: int, j: int, e: int, seed: int) -> tuple[SelfAt
     return layer, torch.randn(b, i, e, generator=gen), torch.randn(b, j, e, generator=gen)
 
 
+def _shapes(b: int, i: int, j: int, e: int) -> Message:
+    return msg("x_dec of shape {dec} and x_enc of shape {enc}", dec=(b, i, e), enc=(b, j, e))
+
+
 def _project(blocks: list[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor, s: int, *, bias: bool = True,
              transpose: bool = True) -> torch.Tensor:
     """x projected by block s of the fused weight (0: W^q, 1: W^k, 2: W^v), right or with one slip."""
@@ -68,7 +65,7 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, 
 def cross_attention_from_fused(answer: object) -> None:
     """Exercise 1: ``cross_attend(layer, x_dec, x_enc)`` -> the queries of ``x_dec`` (b, i, e) attend to the keys
     and values of ``x_enc`` (b, j, e), with the weights and biases of ``layer.qkv``; (b, i, e) out."""
-    fn = _function(answer, "cross_attend(layer, x_dec, x_enc)")
+    fn = expect_function(answer, "cross_attend(layer, x_dec, x_enc)")
     for index, (b, i, j, e) in enumerate(_CROSS_CASES):
         layer, x_dec, x_enc = _layer_and_inputs(b, i, j, e, seed=30 + index)
         w, c = layer.qkv.weight.detach().double(), layer.qkv.bias.detach().double()
@@ -115,7 +112,7 @@ def cross_attention_from_fused(answer: object) -> None:
             (_attend(q, k, v, scale=scale, dim=-2), msg("softmax over the keys (the last axis): each query's "
                                                         "weights must sum to 1")),
         ]
-        shapes = msg("x_dec of shape {dec} and x_enc of shape {enc}", dec=(b, i, e), enc=(b, j, e))
+        shapes = _shapes(b, i, j, e)
         with torch.no_grad():
             got = as_tensor(call_learner(fn, layer, x_dec, x_enc), msg("what {name} returns", name=learner_name(fn)))
         try:
@@ -125,29 +122,13 @@ def cross_attention_from_fused(answer: object) -> None:
                                                  shape=(b, i, e), got=tuple(got.shape)))
         except AssertionError as failed:
             if index and getattr(failed, "generic", False):
-                hint(right_for_some_inputs(learner_name(fn), _shapes_text(_CROSS_CASES[:index]), shapes))
+                hint(right_for_some_inputs(learner_name(fn), _shapes(*_CROSS_CASES[0]), shapes))
             raise
     correct(msg("each query of x_dec mixes the values of x_enc, with the same three blocks of qkv that "
                 "SelfAttention uses on one sequence"))
 
 
-def _shapes_text(cases: Sequence[tuple[int, int, int, int]]) -> str:
-    return " and ".join(f"x_dec {(b, i, e)}, x_enc {(b, j, e)}" for b, i, j, e in cases)
-
-
 # ---- exercise 2: an image's 4-neighbourhood as a mask ----
-
-def _as_bool_mask(got: torch.Tensor, what: str | Message) -> torch.Tensor:
-    if got.dtype != torch.bool:
-        if got.is_floating_point() and bool(torch.isinf(got).any()):
-            hint(msg("{what} is an additive float mask (0 / -inf); this exercise wants a bool mask, True = may "
-                     "attend", what=what))
-        if not bool(((got == 0) | (got == 1)).all()):
-            hint(msg("{what} should hold True (may attend) and False (may not): build it with dtype=torch.bool",
-                     what=what))
-        got = got != 0
-    return got
-
 
 def _grid(height: int, width: int, *, diagonals: bool = False, column_major: bool = False, wrap: bool = False,
           torus: bool = False, rows_only: bool = False, self_loops: bool = True) -> torch.Tensor:
@@ -175,7 +156,7 @@ _GRID_SIZES = ((3, 4), (2, 5), (4, 4), (1, 3), (5, 2))
 def grid_mask(answer: object) -> None:
     """Exercise 2: ``grid_mask(height, width)`` -> the (n, n) bool mask, n = height * width, in which each pixel
     (numbered row by row) may attend to itself and to its 4 neighbours (up, down, left, right)."""
-    fn = _function(answer, "grid_mask(height, width)")
+    fn = expect_function(answer, "grid_mask(height, width)")
     for index, (height, width) in enumerate(_GRID_SIZES):
         n = height * width
         size = msg("a {height} x {width} image", height=height, width=width)
@@ -183,7 +164,7 @@ def grid_mask(answer: object) -> None:
         if got.shape != (n, n):
             hint(msg("for {size} the mask has one row and one column per pixel: shape ({n}, {n}), yours has "
                      "{shape}", size=size, n=n, shape=tuple(got.shape)))
-        got = _as_bool_mask(got, msg("your mask"))
+        got = as_bool_mask(got, msg("your mask"))
         expected = _grid(height, width)
         if torch.equal(got, expected):
             continue
@@ -247,34 +228,21 @@ _STACK_MISTAKES: tuple[tuple[Callable[[int, int], int], Message], ...] = (
 )
 
 
-def _whole_answer(fn: Callable[..., object], args: tuple[int, ...], what: Message, call=call_learner) -> int:
-    return whole_number(call(fn, *args), what)
+def _stack(kernel: int, layers: int) -> Message:
+    return msg("kernel {kernel} and {layers} layer(s)", kernel=kernel, layers=layers)
 
 
 @guard_errors
 def window_for_stack(answer: object) -> None:
     """Exercise 3: ``window_for_stack(kernel, layers)`` -> the ``window`` for which ``sliding_window_mask(n, window)``
     equals the dependencies of ``layers`` stacked ``Conv1d`` layers of odd size ``kernel`` (padding kernel // 2)."""
-    fn = _function(answer, "window_for_stack(kernel, layers)")
-    name = learner_name(fn)
-    got = [_whole_answer(fn, (k, layers), msg("what {name} returns for kernel {kernel} and {layers} layer(s)",
-                                              name=name, kernel=k, layers=layers)) for k, layers in _STACKS]
-    right = [layers * (k // 2) + 1 for k, layers in _STACKS]  # each layer reaches kernel // 2 further on each side
-    if got == right:
-        correct(msg("each layer reaches kernel // 2 positions further on each side, so a stack's receptive field "
-                    "grows linearly with depth"))
-        return
-    for formula, message in _STACK_MISTAKES:
-        if got == [formula(k, layers) for k, layers in _STACKS]:
-            hint(message)
-    wrong = next(index for index, (a, b) in enumerate(zip(got, right)) if a != b)
-    where = msg("kernel {kernel} and {layers} layer(s)", kernel=_STACKS[wrong][0], layers=_STACKS[wrong][1])
-    if any(a == b for a, b in zip(got, right)):
-        fine = next(index for index, (a, b) in enumerate(zip(got, right)) if a == b)
-        hint(right_for_some_inputs(name, msg("kernel {kernel} and {layers} layer(s)",
-                                                      kernel=_STACKS[fine][0], layers=_STACKS[fine][1]), where))
-    fallback_hint(msg("for {where}: follow one output back through the layers: how far on each side does each "
-                      "layer reach?", where=where))
+    check_formula(answer, signature="window_for_stack(kernel, layers)", inputs=_STACKS,
+                  rule=lambda k, layers: layers * (k // 2) + 1,  # each layer reaches kernel // 2 further on each side
+                  mistakes=_STACK_MISTAKES, describe=_stack,
+                  last_hint=msg("follow one output back through the layers: how far on each side does each layer "
+                                "reach?"),
+                  success=msg("each layer reaches kernel // 2 positions further on each side, so a stack's "
+                              "receptive field grows linearly with depth"))
 
 
 # ---- exercise 4: one layer's multiply-adds, projections included ----
@@ -311,23 +279,11 @@ _COUNT_MISTAKES: tuple[tuple[Callable[[int, int], int], Message], ...] = (
 def layer_mult_adds(answer: object) -> None:
     """Exercise 4: ``layer_mult_adds(n, e)`` -> the multiply-adds of one ``SelfAttention(e)`` forward pass on n
     tokens (batch 1), projections included, predicted from n and e (FlopCounterMode counts 2 FLOPs for each)."""
-    fn = _function(answer, "layer_mult_adds(n, e)")
-    name = learner_name(fn)
-    got = [_whole_answer(fn, (n, e), msg("what {name} returns for n = {n}, e = {e}", name=name, n=n, e=e),
-                         call=call_prediction) for n, e in _LAYER_SIZES]
-    right = [3 * n * e * e + 2 * n * n * e for n, e in _LAYER_SIZES]  # tests/test_checks_lesson03.py: FlopCounterMode
-    if got == right:
-        correct(msg("the fused projection costs 3 n e^2 and attention 2 n^2 e multiply-adds: the projection is the "
-                    "larger term while 2n < 3e, attention once 2n > 3e"))
-        return
-    for formula, message in _COUNT_MISTAKES:
-        if got == [formula(n, e) for n, e in _LAYER_SIZES]:
-            hint(message)
-    wrong = next(index for index, (a, b) in enumerate(zip(got, right)) if a != b)
-    where = msg("n = {n}, e = {e}", n=_LAYER_SIZES[wrong][0], e=_LAYER_SIZES[wrong][1])
-    if any(a == b for a, b in zip(got, right)):
-        fine = next(index for index, (a, b) in enumerate(zip(got, right)) if a == b)
-        hint(right_for_some_inputs(name, msg("n = {n}, e = {e}", n=_LAYER_SIZES[fine][0],
-                                                      e=_LAYER_SIZES[fine][1]), where))
-    fallback_hint(msg("for {where}: count the multiply-adds of each matrix product (an (m, p) @ (p, q) product "
-                      "costs m * p * q), then add them up", where=where))
+    check_formula(answer, signature="layer_mult_adds(n, e)", inputs=_LAYER_SIZES,
+                  rule=lambda n, e: 3 * n * e * e + 2 * n * n * e,  # tests/test_checks_lesson03.py: FlopCounterMode
+                  mistakes=_COUNT_MISTAKES, describe=lambda n, e: msg("n = {n}, e = {e}", n=n, e=e),
+                  last_hint=msg("count the multiply-adds of each matrix product (an (m, p) @ (p, q) product costs "
+                                "m * p * q), then add them up"),
+                  success=msg("the fused projection costs 3 n e^2 and attention 2 n^2 e multiply-adds: the "
+                              "projection is the larger term while 2n < 3e, attention once 2n > 3e"),
+                  call=call_prediction)

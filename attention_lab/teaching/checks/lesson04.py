@@ -10,38 +10,10 @@ from collections.abc import Callable, Sequence
 import torch
 
 from ...core.masks import as_key_mask, causal_mask, padding_mask
-from ...i18n import Message, msg
-from ._core import as_tensor, call_learner, correct, drop_unit_axes, fallback_hint, guard_errors, hint, learner_name
-
-
-def _function(answer: object, signature: str) -> Callable[..., object]:
-    if not callable(answer):
-        hint(msg("define a function {signature} and pass the function itself (its name, without brackets)",
-                 signature=signature))
-    return answer  # type: ignore[return-value]
-
-
-def _as_bool(answer: object, what: str | Message) -> torch.Tensor:
-    got = as_tensor(answer, what)
-    if got.dtype != torch.bool:
-        if got.is_floating_point() and bool(torch.isinf(got).any()):
-            hint(msg("that is an additive float mask (0 / -inf); this exercise wants a bool mask, True = may attend"))
-        if not bool(((got == 0) | (got == 1)).all()):
-            hint(msg("a mask holds True (may attend) and False (may not); make it a bool tensor"))
-        got = got != 0  # right or wrong values are named first; _only_bool then asks for the dtype
-    return got
-
-
-def _only_bool(answer: object) -> None:
-    """A mask with the right entries but not bool gets a hint: a float one would be read as additive, a 0/1 one
-    is the older tutorials' convention."""
-    got = as_tensor(answer, msg("your mask"))
-    if got.is_floating_point():
-        hint(msg("the right entries, but as floats: a float mask is additive (0 keeps, -inf removes), so its 1s and "
-                 "0s would hide nothing; this exercise asks for a bool mask, True = may attend"))
-    if got.dtype != torch.bool:
-        hint(msg("the right entries, as a 0/1 mask (the older tutorials' convention, which the library refuses); "
-                 "this exercise asks for a bool mask, True = may attend"))
+from ...i18n import msg
+from ._core import call_learner, correct, drop_unit_axes, fallback_hint, guard_errors, hint, learner_name
+from ._function_answers import expect_function
+from ._mask_answers import as_bool_mask, only_bool
 
 
 def _mask_of(fn: Callable[..., object], *args: object) -> tuple[object, torch.Tensor]:
@@ -50,7 +22,7 @@ def _mask_of(fn: Callable[..., object], *args: object) -> tuple[object, torch.Te
     if result is None:
         hint(msg("{name} returned None: end it with a return statement that gives back the mask",
                  name=learner_name(fn)))
-    return result, _as_bool(result, msg("your mask"))
+    return result, as_bool_mask(result, msg("your mask"))
 
 
 # ---- exercise 1: a causal mask aligned at the lower right ----
@@ -69,7 +41,7 @@ _LOWER_RIGHT_SIZES = ((3, 8), (4, 4), (1, 6), (2, 3))
 def lower_right_causal(fn: Callable[[int, int], torch.Tensor]) -> None:
     """Exercise 1: ``fn(n_queries, n_keys)`` is the causal mask of ``n_queries`` new tokens after
     ``n_keys - n_queries`` cached ones (aligned at the lower right; True = may attend), for several sizes."""
-    fn = _function(fn, "causal_lower_right(n_queries, n_keys)")
+    fn = expect_function(fn, "causal_lower_right(n_queries, n_keys)")
     for n_queries, n_keys in _LOWER_RIGHT_SIZES:
         result, got = _mask_of(fn, n_queries, n_keys)
         cached = n_keys - n_queries
@@ -81,7 +53,7 @@ def lower_right_causal(fn: Callable[[int, int], torch.Tensor]) -> None:
                      "row per query; yours has {shape}", n_queries=n_queries, n_keys=n_keys,
                      shape=tuple(got.shape)))
         if torch.equal(got, expected):
-            _only_bool(result)
+            only_bool(result)
             continue
         shifted = msg("the right staircase, shifted by the wrong amount for {n_queries} new tokens after {cached} "
                       "cached ones: new token r is token {cached} + r here, and the shift must follow the number "
@@ -153,7 +125,7 @@ _PACKINGS = ((3, 2, 4), (1, 5), (4,), (2, 2, 2), (1, 1, 3, 1))
 def packed_documents(answer: object) -> None:
     """Exercise 2: ``packed_causal_mask(lengths)`` -> the (n, n) bool mask, n = sum(lengths), of documents packed
     into one sequence: a token may attend to the earlier tokens of its own document and to itself."""
-    fn = _function(answer, "packed_causal_mask(lengths)")
+    fn = expect_function(answer, "packed_causal_mask(lengths)")
     for lengths in _PACKINGS:
         n = sum(lengths)
         result, got = _mask_of(fn, list(lengths))
@@ -163,7 +135,7 @@ def packed_documents(answer: object) -> None:
                      "yours has {shape}", lengths=list(lengths), n=n, shape=tuple(got.shape)))
         expected = _packed(lengths)
         if torch.equal(got, expected):
-            _only_bool(result)
+            only_bool(result)
             continue
         mistakes = [
             (~expected, msg("the polarity is flipped: True must mean 'may attend'")),
@@ -198,7 +170,7 @@ def _left_padding(lengths: Sequence[int], n: int) -> torch.Tensor:
 
 def _decoder_mask(answer: object, lengths: Sequence[int], n: int) -> None:
     """One size of the decoder-mask check: causal AND real keys, the real tokens at the end of each row."""
-    got = _as_bool(answer, msg("your mask"))
+    got = as_bool_mask(answer, msg("your mask"))
     causal, keys = causal_mask(n), as_key_mask(_left_padding(lengths, n))  # (i, j), (b, 1, 1, j)
     wrong_side = as_key_mask(padding_mask(list(lengths), n))  # the padding at the end
     expected = causal & keys  # (b, 1, i, j)
@@ -216,7 +188,7 @@ def _decoder_mask(answer: object, lengths: Sequence[int], n: int) -> None:
     got = got.expand(shape)
     causal, keys, expected, wrong_side = (m.expand(shape) for m in (causal, keys, expected, wrong_side))
     if torch.equal(got, expected):
-        _only_bool(answer)
+        only_bool(answer)
         return
     mistakes = [
         (~expected, msg("the polarity of the whole mask is flipped: True must mean 'may attend'")),
@@ -245,7 +217,7 @@ _LEFT_PADDED = (((5, 3), 5), ((2, 4, 1), 4), ((3,), 3), ((1, 6, 4), 6))
 def left_padded_decoder(answer: object) -> None:
     """Exercise 3: ``left_padded_decoder_mask(lengths, n)`` -> one mask for a LEFT-padded decoder batch (real tokens
     at the end of each row of n positions): causal AND real keys, broadcastable to ``(b, h, i, j)``."""
-    fn = _function(answer, "left_padded_decoder_mask(lengths, n)")
+    fn = expect_function(answer, "left_padded_decoder_mask(lengths, n)")
     for lengths, n in _LEFT_PADDED:
         result, _ = _mask_of(fn, list(lengths), n)
         _decoder_mask(result, lengths, n)

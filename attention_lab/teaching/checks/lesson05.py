@@ -24,15 +24,8 @@ from ._core import (
     hint,
     learner_name,
     right_for_some_inputs,
-    whole_number,
 )
-
-
-def _function(answer: object, signature: str) -> Callable[..., object]:
-    if not callable(answer):
-        hint(msg("define a function {signature} and pass the function itself (its name, without brackets)",
-                 signature=signature))
-    return answer  # type: ignore[return-value]
+from ._function_answers import check_formula, expect_function
 
 
 def _numbered(*shape: int) -> torch.Tensor:
@@ -83,7 +76,7 @@ def _three(result: object, fn: Callable[..., object]) -> torch.Tensor:
 def fused_qkv_heads(answer: object) -> None:
     """Exercise 1: ``split_fused_qkv(qkv, num_heads)`` -> q, k, v, each (b, h, n, d), from the output (b, n, 3e) of a
     fused projection (q's e features first, then k's, then v's), head m holding features m*d ... m*d + d - 1."""
-    fn = _function(answer, "split_fused_qkv(qkv, num_heads)")
+    fn = expect_function(answer, "split_fused_qkv(qkv, num_heads)")
     for index, (b, n, e, h) in enumerate(_FUSED_CASES):
         d = e // h
         qkv = _numbered(b, n, 3 * e)
@@ -174,32 +167,20 @@ def cross_attention_flops(answer: object) -> None:
     """Exercise 2: ``cross_attention_flops(n_queries, n_keys, embed_dim, num_heads)`` -> the matrix-product FLOPs
     FlopCounterMode counts when ``MultiHeadAttention(embed_dim, num_heads)`` lets ``n_queries`` tokens attend to a
     memory of ``n_keys`` tokens (batch 1, need_weights=True), predicted from the sizes."""
-    fn = _function(answer, "cross_attention_flops(n_queries, n_keys, embed_dim, num_heads)")
-    name = learner_name(fn)
-    got = []
-    for sizes in _CROSS_SIZES:
-        value = call_prediction(fn, *sizes)
-        if isinstance(value, (str, bytes)):
-            hint(msg("{name} returns text, {value}; return a number (an expression such as 2 * 10 * 64 works)",
-                     name=name, value=repr(value)))
-        got.append(whole_number(value, msg("what {name} returns for {sizes}", name=name, sizes=_sizes(*sizes))))
-    right = [4 * i * e * e + 4 * j * e * e + 4 * i * j * e for i, j, e, h in _CROSS_SIZES]  # tests: FlopCounterMode
-    if got == right:
-        i, j, e, h = _CROSS_SIZES[0]
-        correct(msg("{flops:,d} FLOPs for {i} queries on {j} keys: the query and output projections run on the "
-                    "queries, the key and value projections on the memory, and the two attention products on i x j "
-                    "pairs", flops=right[0], i=i, j=j))
-        return
-    for formula, message in _FLOP_MISTAKES:
-        if got == [formula(*sizes) for sizes in _CROSS_SIZES]:
-            hint(message)
-    wrong = next(index for index, (a, b) in enumerate(zip(got, right)) if a != b)
-    if any(a == b for a, b in zip(got, right)):
-        fine = next(index for index, (a, b) in enumerate(zip(got, right)) if a == b)
-        hint(right_for_some_inputs(name, _sizes(*_CROSS_SIZES[fine]), _sizes(*_CROSS_SIZES[wrong])))
-    fallback_hint(msg("for {sizes}: count each matrix product as 2 x (rows of the left) x (shared size) x (columns "
-                      "of the right): four projections, each on the tokens it reads, and two attention products over "
-                      "every (query, key) pair", sizes=_sizes(*_CROSS_SIZES[wrong])))
+    i, j, e, _ = _CROSS_SIZES[0]
+    check_formula(answer, signature="cross_attention_flops(n_queries, n_keys, embed_dim, num_heads)",
+                  inputs=_CROSS_SIZES, rule=_cross_flops, mistakes=_FLOP_MISTAKES, describe=_sizes,
+                  last_hint=msg("count each matrix product as 2 x (rows of the left) x (shared size) x (columns of "
+                                "the right): four projections, each on the tokens it reads, and two attention "
+                                "products over every (query, key) pair"),
+                  success=msg("{flops:,d} FLOPs for {i} queries on {j} keys: the query and output projections run "
+                              "on the queries, the key and value projections on the memory, and the two attention "
+                              "products on i x j pairs", flops=_cross_flops(*_CROSS_SIZES[0]), i=i, j=j),
+                  call=call_prediction)
+
+
+def _cross_flops(i: int, j: int, e: int, h: int) -> int:
+    return 4 * i * e * e + 4 * j * e * e + 4 * i * j * e  # tests/test_checks_lesson05.py: FlopCounterMode's count
 
 
 # ---- exercise 3: one head's weights from the packed matrices ----
@@ -240,7 +221,7 @@ def _head_weights(w: torch.Tensor, c: torch.Tensor, x: torch.Tensor, h: int, m: 
 def head_weights_from_packed(answer: object) -> None:
     """Exercise 3: ``head_weights(in_proj_weight, in_proj_bias, x, num_heads, head)`` -> head ``head``'s attention
     weights (b, i, j) on ``x``, computed from nn.MultiheadAttention's packed matrices alone, for several sizes."""
-    fn = _function(answer, "head_weights(in_proj_weight, in_proj_bias, x, num_heads, head)")
+    fn = expect_function(answer, "head_weights(in_proj_weight, in_proj_bias, x, num_heads, head)")
     for index, (e, h, head, b, n, dtype) in enumerate(_HEAD_CASES):
         module, x = _packed_module(e, h, b, n, seed=50 + index)
         module, x = module.to(dtype), x.to(dtype)
