@@ -231,28 +231,13 @@ def close(a: torch.Tensor, b: torch.Tensor, *, atol: float = 1e-4, rtol: float =
     return a.shape == b.shape and torch.allclose(a.double(), b.double(), atol=atol, rtol=rtol)
 
 
-def check_tensor_answer(
-    answer: object,
-    expected: torch.Tensor,
-    *,
-    what: str | Message,
-    mistakes: Iterable[tuple[torch.Tensor, str | Message]] = (),
-    shape_hint: str | Message | None = None,
-    atol: float = 1e-4,
-    rtol: float = 1e-4,
-    unit_axes_ok: bool = False,
-    success: str | Message,
-) -> None:
-    """Compare an answer with the expected tensor; a known wrong result gets its own hint.
-
-    ``mistakes`` pairs the result a common mistake produces with a hint about that mistake. With
-    ``unit_axes_ok`` an answer that differs from the expected shape only by axes of size 1 (a ``keepdim=True``
-    reduction, a row picked with ``q[2:3]``) is compared as if it had the expected shape.
+def check_tensor_answer(answer: object, expected: torch.Tensor, *, success: str | Message, **compare: Any) -> None:
+    """:func:`compare_tensor_answer` (its keywords: ``what``, ``mistakes``, ``shape_hint``, ``atol``, ``rtol``,
+    ``unit_axes_ok``), then the ``Correct`` line ``success``.
 
     Shape: answer and expected of one shape (up to size-1 axes with ``unit_axes_ok``).
     """
-    compare_tensor_answer(answer, expected, what=what, mistakes=mistakes, shape_hint=shape_hint, atol=atol,
-                          rtol=rtol, unit_axes_ok=unit_axes_ok)
+    compare_tensor_answer(answer, expected, **compare)
     correct(success)
 
 
@@ -267,8 +252,12 @@ def compare_tensor_answer(
     rtol: float = 1e-4,
     unit_axes_ok: bool = False,
 ) -> None:
-    """:func:`check_tensor_answer` without the ``Correct`` line: returns quietly when the answer is right, so that
-    a check can try a function on several inputs before it says so.
+    """Compare an answer with the expected tensor; a known wrong result gets its own hint, and a right one returns
+    quietly (so a check can try a function on several inputs before it says ``Correct``).
+
+    ``mistakes`` pairs the result a common mistake produces with a hint about that mistake. With
+    ``unit_axes_ok`` an answer that differs from the expected shape only by axes of size 1 (a ``keepdim=True``
+    reduction, a row picked with ``q[2:3]``) is compared as if it had the expected shape.
 
     Shape: answer and expected of one shape (up to size-1 axes with ``unit_axes_ok``).
     """
