@@ -98,6 +98,12 @@ def cross_values_from_dec(layer, x_dec, x_enc):  # a (b, i, j) @ (b, i, e) produ
     return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(layer.embed_dim), dim=-1) @ v
 
 
+def cross_unpacks_batch(layer, x_dec, x_enc):  # chunk(3) splits the first axis, the batch of 2: two pieces
+    q, _, _ = layer.qkv(x_dec).chunk(3)
+    _, k, v = layer.qkv(x_enc).chunk(3)
+    return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+
+
 def cross_first_sentence(layer, x_dec, x_enc):
     return _cross()(layer, x_dec, x_enc)[0]
 
@@ -246,6 +252,11 @@ ATTEMPTS = [
     Attempt("03/1", "block boundaries written for e = 4", CROSS, cross_hard_coded_e,
             hint=r"\(1, 4, 6\), yours has \(1, 4, 4\)"),
     Attempt("03/1", "values projected from x_dec", CROSS, cross_values_from_dec, hint="raised RuntimeError"),
+    Attempt("03/1", "qkv chunked along the batch", CROSS,
+            lambda layer, x_dec, x_enc: torch.softmax(layer.qkv(x_dec).chunk(3)[0], -1),
+            hint=r"raised ValueError|shape \(2, 3, 4\)"),
+    Attempt("03/1", "unpacking three chunks of the batch", CROSS, cross_unpacks_batch,
+            hint=r"raised ValueError .* and the argument SelfAttention\(\.\.\.\);"),
     Attempt("03/1", "the first sentence only", CROSS, cross_first_sentence, hint=r"shape \(2, 3, 4\), yours"),
     Attempt("03/1", "no return", CROSS, lambda layer, x_dec, x_enc: None, hint="None"),
     Attempt("03/1", "untouched stub", CROSS, cross_stub, hint="still raises NotImplementedError"),

@@ -59,6 +59,12 @@ def _describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}" + (f" ({text[:160]})" if text else "")
 
 
+def _short_repr(value: object) -> str:
+    """An argument as a hint names it, on one line: a module's repr (several lines) becomes ``SelfAttention(...)``."""
+    text = repr(value)
+    return f"{type(value).__name__}(...)" if "\n" in text or len(text) > 80 else text
+
+
 def learner_name(fn: object) -> Message:
     """How a hint names the learner's function: ``your layer_mult_adds`` for a ``def``, ``your function`` for a
     lambda or a callable object."""
@@ -85,8 +91,9 @@ def call_learner(fn: object, *args: Any, what: str | Message | None = None, **kw
         hint(msg("{what} still raises NotImplementedError: replace that line with your code", what=what))
     except Exception as error:  # any error in the learner's code becomes a hint
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        others = [repr(a) for a in args if not isinstance(a, torch.Tensor)]
-        others += [f"{name}={value!r}" for name, value in kwargs.items() if not isinstance(value, torch.Tensor)]
+        others = [_short_repr(a) for a in args if not isinstance(a, torch.Tensor)]
+        others += [f"{name}={_short_repr(value)}" for name, value in kwargs.items()
+                   if not isinstance(value, torch.Tensor)]
         shapes, listed = [tuple(a.shape) for a in tensors], ", ".join(others)
         if tensors and others:
             called_with = (msg("inputs of shape {shapes} and the argument {others}", shapes=shapes, others=listed)
