@@ -19,6 +19,12 @@ def test_the_learner_sees_the_right_verdict(attempt: Attempt, capsys):
     assert outcome.verdict(attempt) == "ok", f"{attempt.exercise} {attempt.label!r}: {outcome.kind}: {outcome.text}"
 
 
+@pytest.mark.parametrize("attempt", [a for a in ATTEMPTS if not a.right], ids=lambda a: f"{a.exercise} {a.label}")
+def test_every_hint_is_one_line(attempt: Attempt, capsys):
+    outcome = run(attempt, lambda: capsys.readouterr().out)
+    assert "\n" not in outcome.text, f"{attempt.exercise} {attempt.label!r}: a hint of several lines: {outcome.text!r}"
+
+
 def _checks_of(module_name: str) -> list[str]:
     """The exercise checks a lesson's check module offers: the public functions it defines itself."""
     module = importlib.import_module(f"attention_lab.teaching.checks.{module_name}")

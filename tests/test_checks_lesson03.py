@@ -1,120 +1,25 @@
-"""Every exercise check of lesson 03 accepts right answers, rejects the common mistakes with their own hints, turns an
-error in the learner's code into a hint, and keeps the answers to itself."""
+"""Lesson 03's checks: what the corpus (tests/answers/lesson03.py) cannot show by one answer at a time. The rules the
+checks encode hold for real layers; every mistake a check names differs from the right answer on the exercise's own
+example (kernel 7, 4 layers), so a hint is never shown to a right formula that happens to agree there; hints name the
+learner's own function; the checks leave the lesson's random numbers alone; no success line gives away another
+exercise's answer."""
 
-import numpy as np
+from pathlib import Path
+
+import nbformat
 import pytest
 import torch
 from _check_helpers import accepts, rejects
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 import attention_lab as al
 from attention_lab.teaching.checks import lesson03
 
-
-@pytest.fixture
-def layer_and_x():
-    layer = al.SelfAttention(4)
-    return layer, torch.randn(2, 5, 4)
+# ---- the rules against real layers ----
 
 
-def test_keys_from_fused(capsys, layer_and_x):
-    layer, x = layer_and_x
-    w, b = layer.qkv.weight.detach(), layer.qkv.bias.detach()
-    accepts(capsys, lesson03.keys_from_fused, x @ w[4:8].T + b[4:8], layer, x)
-    accepts(capsys, lesson03.keys_from_fused, layer.project(x)[1].detach(), layer, x)
-    accepts(capsys, lesson03.keys_from_fused, layer.qkv(x).chunk(3, dim=-1)[1].tolist(), layer, x)
-    rejects(lesson03.keys_from_fused, x @ w[:4].T + b[:4], layer, x, hint="those are the queries")
-    rejects(lesson03.keys_from_fused, x @ w[8:].T + b[8:], layer, x, hint="those are the values")
-    rejects(lesson03.keys_from_fused, x @ w[4:8].T, layer, x, hint="adds its bias")
-    rejects(lesson03.keys_from_fused, x @ w[4:8] + b[4:8], layer, x, hint="transpose the weight")
-    rejects(lesson03.keys_from_fused, layer.qkv(x).detach(), layer, x, hint="middle third")
-    rejects(lesson03.keys_from_fused, x, layer, x, hint="right shape but not the right values")
-    rejects(lesson03.keys_from_fused, ..., layer, x, hint="still empty")
-
-
-def test_keys_from_fused_uses_c_for_the_bias(capsys, layer_and_x):
-    layer, x = layer_and_x
-    lesson03.keys_from_fused(layer.project(x)[1].detach(), layer, x)
-    out = capsys.readouterr().out
-    assert "c^k" in out and "b^k" not in out
-
-
-# ---- grid_mask: an image's 4-neighbourhood as a mask ----
-
-
-def grid_right(height, width):
-    n = height * width
-    row, col = torch.arange(n) // width, torch.arange(n) % width
-    return ((row[:, None] - row[None, :]).abs() + (col[:, None] - col[None, :]).abs()) <= 1
-
-
-def grid_loops(height, width):
-    mask = [[False] * (height * width) for _ in range(height * width)]
-    for r in range(height):
-        for c in range(width):
-            for dr, dc in [(0, 0), (1, 0), (-1, 0), (0, 1), (0, -1)]:
-                if 0 <= r + dr < height and 0 <= c + dc < width:
-                    mask[r * width + c][(r + dr) * width + c + dc] = True
-    return mask
-
-
-def grid_numpy_float(height, width):
-    return grid_right(height, width).numpy().astype(np.float64)
-
-
-@pytest.mark.parametrize("answer", [grid_right, grid_loops, grid_numpy_float])
-def test_grid_mask_accepts_every_form(capsys, answer):
-    accepts(capsys, lesson03.grid_mask, answer)
-
-
-def grid_1d(height, width):  # neighbours in the flattened sequence: wraps around row ends
-    n = height * width
-    d = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs()
-    return (d == 0) | (d == 1) | (d == width)
-
-
-def grid_column_major(height, width):
-    n = height * width
-    row, col = torch.arange(n) % height, torch.arange(n) // height
-    return ((row[:, None] - row[None, :]).abs() + (col[:, None] - col[None, :]).abs()) <= 1
-
-
-def grid_eight(height, width):
-    n = height * width
-    row, col = torch.arange(n) // width, torch.arange(n) % width
-    return torch.maximum((row[:, None] - row[None, :]).abs(), (col[:, None] - col[None, :]).abs()) <= 1
-
-
-@pytest.mark.parametrize(("answer", "match"), [
-    (lambda h, w: ~grid_right(h, w), "polarity is flipped"),
-    (lambda h, w: grid_right(h, w) & ~torch.eye(h * w, dtype=torch.bool), "also see itself"),
-    (grid_eight, "8-neighbourhood"),
-    (grid_1d, "same row"),
-    (grid_column_major, "column by column"),
-    (lambda h, w: grid_right(w, h), "height and width are swapped"),  # the same mask as column by column
-    (lambda h, w: grid_right(3, 4), "shape"),  # hard-coded for the first image size
-    (lambda h, w: torch.zeros(h * w, h * w).masked_fill(~grid_right(h, w), float("-inf")), "additive float mask"),
-    (lambda h, w: grid_right(h, w).float() * 3, "dtype=torch.bool"),
-    (lambda h, w: torch.eye(h * w, dtype=torch.bool), "some entries are wrong"),
-    (lambda h, w: 1 / 0, "ZeroDivisionError"),
-    (lambda h: None, "TypeError"),
-    (None, "define a function"),
-])
-def test_grid_mask_rejects_with_the_hint_for_the_mistake(answer, match):
-    rejects(lesson03.grid_mask, answer, match=match)
-
-
-def test_grid_mask_hints_do_not_contain_code():
-    for wrong in (grid_1d, grid_eight, lambda h, w: torch.eye(h * w, dtype=torch.bool)):
-        with pytest.raises(AssertionError) as error:
-            lesson03.grid_mask(wrong)
-        assert "torch." not in str(error.value) and "abs()" not in str(error.value)
-
-
-# ---- window_for_stack: the receptive field of stacked convolutions ----
-
-
-def measured_window(kernel, layers, n=24, e=2):
+def measured_window(kernel, layers, n=40, e=2):
     """The window of the mask that equals a real conv stack's dependencies (via the Jacobian)."""
     stack = nn.Sequential(*[nn.Conv1d(e, e, kernel, padding=kernel // 2) for _ in range(layers)])
     with torch.no_grad():
@@ -125,68 +30,87 @@ def measured_window(kernel, layers, n=24, e=2):
     return next(w for w in range(1, n + 1) if torch.equal(al.sliding_window_mask(n, w), field))
 
 
-def test_window_for_stack_rule_matches_real_convolutions():
-    for kernel, layers in [(5, 2), (3, 4), (7, 1)]:
-        assert measured_window(kernel, layers) == layers * (kernel // 2) + 1
+@pytest.mark.parametrize(("kernel", "layers"), lesson03._STACKS)
+def test_the_window_rule_matches_real_convolutions(kernel, layers):
+    assert measured_window(kernel, layers) == layers * (kernel // 2) + 1
 
 
-@pytest.mark.parametrize("answer", [
-    lambda kernel, layers: layers * (kernel // 2) + 1,
-    lambda kernel, layers: torch.tensor(layers * (kernel - 1) / 2 + 1),
-    lambda kernel, layers: float(layers * (kernel // 2) + 1),
+@pytest.mark.parametrize(("n", "e"), lesson03._LAYER_SIZES)
+def test_the_multiply_add_rule_is_what_flopcountermode_counts(n, e):
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        al.SelfAttention(e)(torch.zeros(1, n, e))
+    assert counter.get_total_flops() == 2 * (3 * n * e * e + 2 * n * n * e)  # 2 FLOPs per multiply-add
+
+
+# ---- example numbers on which the mistakes differ (issue 20, 03/3) ----
+
+
+@pytest.mark.parametrize(("cases", "mistakes", "rule"), [
+    (lesson03._STACKS, lesson03._STACK_MISTAKES, lambda k, layers: layers * (k // 2) + 1),
+    (lesson03._LAYER_SIZES, lesson03._COUNT_MISTAKES, lambda n, e: 3 * n * e * e + 2 * n * n * e),
 ])
-def test_window_for_stack_accepts(capsys, answer):
-    accepts(capsys, lesson03.window_for_stack, answer)
+def test_every_named_mistake_differs_from_the_rule_and_the_others_on_the_first_input(cases, mistakes, rule):
+    first = [formula(*cases[0]) for formula, _ in mistakes]
+    assert rule(*cases[0]) not in first
+    assert len(set(first)) == len(first), "two mistakes agree on the first input: one hint would name both"
+    every = [tuple(formula(*case) for case in cases) for formula, _ in mistakes]
+    assert len(set(every)) == len(every)
 
 
-@pytest.mark.parametrize(("answer", "match"), [
-    (lambda kernel, layers: kernel // 2 + 1, "one layer's window"),
-    (lambda kernel, layers: 2 * layers * (kernel // 2) + 1, "one side, the query included"),
-    (lambda kernel, layers: layers * (kernel // 2), "off by one"),
-    (lambda kernel, layers: layers * kernel, "how far one layer reaches"),
-    (lambda kernel, layers: 5, "for kernel 3 and 3 layer"),  # hard-coded from the first case
-    (lambda kernel, layers: layers * (kernel // 2) + 1.5, "one whole number"),
-    (lambda kernel, layers: "five", "one whole number"),
-    (lambda kernel: 1, "TypeError"),
-    (None, "define a function"),
-])
-def test_window_for_stack_rejects_with_the_hint_for_the_mistake(answer, match):
-    rejects(lesson03.window_for_stack, answer, match=match)
+def test_the_prompts_example_is_the_checks_first_input():
+    lesson = Path(__file__).resolve().parents[1] / "notebooks" / "03_self_attention_layer.ipynb"
+    prompt = next(cell.source for cell in nbformat.read(lesson, as_version=4).cells
+                  if cell.cell_type == "markdown" and "window_for_stack" in cell.source)
+    kernel, layers = lesson03._STACKS[0]
+    assert f"kernel {kernel}" in prompt and f"{layers} layers" in prompt
 
 
-# ---- layer_mult_adds: one layer's multiply-adds, projections included ----
+def test_a_formula_that_agrees_with_the_rule_at_kernel_5_and_2_layers_gets_its_own_hint():
+    # kernel, kernel * layers // 2 and kernel // 2 * layers + 1 are all 5 at (5, 2): the old example
+    rejects(lesson03.window_for_stack, lambda kernel, layers: kernel, hint="that is the kernel size")
+    rejects(lesson03.window_for_stack, lambda kernel, layers: kernel * layers // 2, hint="half an input per layer")
 
 
-@pytest.mark.parametrize("answer", [
-    lambda n, e: 3 * n * e * e + 2 * n * n * e,
-    lambda n, e: n * e * (3 * e) + n * n * e + n * n * e,
-    lambda n, e: np.int64(3 * n * e**2 + 2 * n**2 * e),
-    lambda n, e: torch.tensor(3.0 * n * e * e + 2.0 * n * n * e),
-])
-def test_layer_mult_adds_accepts(capsys, answer):
-    accepts(capsys, lesson03.layer_mult_adds, answer)
+def test_a_hint_names_the_learners_own_function():
+    def layer_mult_adds(n, e):
+        return 2 * n * n * e
+
+    def my_count(n, e):
+        return "many"
+
+    rejects(lesson03.layer_mult_adds, my_count, hint="what your my_count returns for n = 5, e = 4")
+    with pytest.raises(AssertionError) as error:
+        lesson03.layer_mult_adds(lambda n, e: [][0])
+    assert "your function raised IndexError" in str(error.value) and "mult_adds" not in str(error.value)
+    rejects(lesson03.layer_mult_adds, layer_mult_adds, hint="attention products only")
 
 
-@pytest.mark.parametrize(("answer", "match"), [
-    (lambda n, e: 2 * n * n * e, "attention products only"),
-    (lambda n, e: 3 * n * e * e, "projection only"),
-    (lambda n, e: 3 * n * e * e + n * n * e, "one of the two n x n products"),
-    (lambda n, e: 2 * (3 * n * e * e + 2 * n * n * e), "2 per multiply-add"),
-    (lambda n, e: n * e * e + 2 * n * n * e, "from e to 3e"),
-    (lambda n, e: 500, "count the multiply-adds of each"),
-    (lambda n, e: None, "one whole number"),
-    (lambda n, e: [][0], "IndexError"),
-    (..., "still empty"),
-])
-def test_layer_mult_adds_rejects_with_the_hint_for_the_mistake(answer, match):
-    rejects(lesson03.layer_mult_adds, answer, match=match)
+def test_a_measured_count_is_refused_but_arithmetic_on_tensors_is_fine(capsys):
+    def measured(n, e):
+        with FlopCounterMode(display=False) as counter:
+            al.SelfAttention(e)(torch.zeros(1, n, e))
+        return counter.get_total_flops() // 2
+
+    rejects(lesson03.layer_mult_adds, measured, hint="multiplies matrices: the exercise asks you to predict")
+    accepts(capsys, lesson03.layer_mult_adds, lambda n, e: torch.tensor([3 * e, 2 * n]).mul(n * e).sum())
+
+
+def test_checks_leave_the_lessons_random_numbers_alone():
+    state = torch.random.get_rng_state()
+    with pytest.raises(AssertionError):
+        lesson03.cross_attention_from_fused(lambda layer, x_dec, x_enc: x_dec)
+    assert torch.equal(torch.random.get_rng_state(), state)
 
 
 def test_success_lines_state_no_other_exercise_answer(capsys):
-    lesson03.grid_mask(grid_right)
+    from answers.lesson03 import _cross, grid_arithmetic
+
+    lesson03.cross_attention_from_fused(_cross())
+    lesson03.grid_mask(grid_arithmetic)
     lesson03.window_for_stack(lambda kernel, layers: layers * (kernel // 2) + 1)
     lesson03.layer_mult_adds(lambda n, e: 3 * n * e * e + 2 * n * n * e)
-    grid_line, window_line, count_line = capsys.readouterr().out.splitlines()
+    cross_line, grid_line, window_line, count_line = capsys.readouterr().out.splitlines()
+    assert "kernel" not in cross_line and "neighbour" not in cross_line and "n e^2" not in cross_line
     assert "kernel" not in grid_line and "n e^2" not in grid_line
     assert "neighbour" not in window_line and "n e^2" not in window_line
     assert "kernel" not in count_line and "neighbour" not in count_line

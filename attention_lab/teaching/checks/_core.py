@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NoReturn, TypeVar
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from ...i18n import Message, msg
 
@@ -58,6 +59,12 @@ def _describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}" + (f" ({text[:160]})" if text else "")
 
 
+def _short_repr(value: object) -> str:
+    """An argument as a hint names it, on one line: a module's repr (several lines) becomes ``SelfAttention(...)``."""
+    text = repr(value)
+    return f"{type(value).__name__}(...)" if "\n" in text or len(text) > 80 else text
+
+
 def learner_name(fn: object) -> Message:
     """How a hint names the learner's function: ``your layer_mult_adds`` for a ``def``, ``your function`` for a
     lambda or a callable object."""
@@ -84,8 +91,9 @@ def call_learner(fn: object, *args: Any, what: str | Message | None = None, **kw
         hint(msg("{what} still raises NotImplementedError: replace that line with your code", what=what))
     except Exception as error:  # any error in the learner's code becomes a hint
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        others = [repr(a) for a in args if not isinstance(a, torch.Tensor)]
-        others += [f"{name}={value!r}" for name, value in kwargs.items() if not isinstance(value, torch.Tensor)]
+        others = [_short_repr(a) for a in args if not isinstance(a, torch.Tensor)]
+        others += [f"{name}={_short_repr(value)}" for name, value in kwargs.items()
+                   if not isinstance(value, torch.Tensor)]
         shapes, listed = [tuple(a.shape) for a in tensors], ", ".join(others)
         if tensors and others:
             called_with = (msg("inputs of shape {shapes} and the argument {others}", shapes=shapes, others=listed)
@@ -99,11 +107,53 @@ def call_learner(fn: object, *args: Any, what: str | Message | None = None, **kw
         else:
             called_with = msg("no arguments")
         if "dtype" in str(error) and any(a.dtype == torch.float64 for a in tensors):
-            hint(msg("{what} raised {error} when the check called it with {called_with}; the check passes its own "
-                     "float64 tensors: does your function use a tensor of the notebook instead of its arguments?",
-                     what=what, error=_describe_error(error), called_with=called_with))
+            hint(msg("{what} raised {error} when the check called it with {called_with}; some of them are float64: "
+                     "does your function mix in a float32 tensor (one of the notebook's, one it makes, or a .float() "
+                     "of only some inputs)?", what=what, error=_describe_error(error), called_with=called_with))
         hint(msg("{what} raised {error} when the check called it with {called_with}; run it on such an input "
                  "yourself and read the error", what=what, error=_describe_error(error), called_with=called_with))
+
+
+# The torch functions that multiply matrices: what FlopCounterMode counts, so what a measured count must call.
+_MATRIX_PRODUCTS = frozenset({"linear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "addmm", "baddbmm",
+                              "addbmm", "mv", "addmv", "dot", "einsum", "tensordot", "conv1d", "conv2d",
+                              "scaled_dot_product_attention", "multi_head_attention_forward"})
+
+
+class _NoMatrixProducts(TorchFunctionMode):
+    """Refuses every matrix product while a learner's prediction runs (a formula needs none)."""
+
+    def __init__(self, what: str | Message) -> None:
+        super().__init__()
+        self.what = what
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in _MATRIX_PRODUCTS:
+            hint(msg("{what} multiplies matrices: the exercise asks you to predict the count from the sizes (a "
+                     "formula of its arguments), not to run the layer and measure it", what=self.what))
+        return func(*args, **(kwargs or {}))
+
+
+def call_prediction(fn: object, *args: Any, what: str | Message | None = None) -> Any:
+    """:func:`call_learner` for an exercise that asks for a count predicted from sizes: a function that multiplies
+    matrices (runs the layer under ``FlopCounterMode``, say) measures instead of predicting, and gets a hint that
+    says so. Arithmetic on Python numbers, numpy or tensors made from numbers is allowed.
+
+    Shape: whatever ``fn`` takes and returns (sizes in, a count out).
+    """
+    what = learner_name(fn) if what is None else what
+    with _NoMatrixProducts(what):
+        return call_learner(fn, *args, what=what)
+
+
+def right_for_some_inputs(what: str | Message, right: str, wrong: str) -> Message:
+    """The hint for a function that is right on some of a check's inputs and wrong on another one that no common
+    mistake explains: it fixes a number that should come from its arguments, or its rule fits some inputs only.
+
+    Shape: no tensors; ``right`` and ``wrong`` describe the inputs in words ("kernel 3 and 4 layers").
+    """
+    return msg("{what} is right for {right} but not for {wrong}: either it uses a fixed number where its arguments "
+               "should go, or its rule only happens to fit the first", what=what, right=right, wrong=wrong)
 
 
 PLACEHOLDER_HINT = msg("your answer is still empty: the answer cell above still holds the placeholder `...`; write "
@@ -188,7 +238,17 @@ def close(a: torch.Tensor, b: torch.Tensor, *, atol: float = 1e-4, rtol: float =
     return a.shape == b.shape and torch.allclose(a.double(), b.double(), atol=atol, rtol=rtol)
 
 
-def check_tensor_answer(
+def check_tensor_answer(answer: object, expected: torch.Tensor, *, success: str | Message, **compare: Any) -> None:
+    """:func:`compare_tensor_answer` (its keywords: ``what``, ``mistakes``, ``shape_hint``, ``atol``, ``rtol``,
+    ``unit_axes_ok``), then the ``Correct`` line ``success``.
+
+    Shape: answer and expected of one shape (up to size-1 axes with ``unit_axes_ok``).
+    """
+    compare_tensor_answer(answer, expected, **compare)
+    correct(success)
+
+
+def compare_tensor_answer(
     answer: object,
     expected: torch.Tensor,
     *,
@@ -198,9 +258,9 @@ def check_tensor_answer(
     atol: float = 1e-4,
     rtol: float = 1e-4,
     unit_axes_ok: bool = False,
-    success: str | Message,
 ) -> None:
-    """Compare an answer with the expected tensor; a known wrong result gets its own hint.
+    """Compare an answer with the expected tensor; a known wrong result gets its own hint, and a right one returns
+    quietly (so a check can try a function on several inputs before it says ``Correct``).
 
     ``mistakes`` pairs the result a common mistake produces with a hint about that mistake. With
     ``unit_axes_ok`` an answer that differs from the expected shape only by axes of size 1 (a ``keepdim=True``
@@ -221,7 +281,6 @@ def check_tensor_answer(
         hint(shape_hint or msg("{what} should have shape {expected}, yours has {shape}", what=what,
                                expected=tuple(expected.shape), shape=tuple(got.shape)))
     if close(got, expected, atol=atol, rtol=rtol):
-        correct(success)
         return
     for wrong, message in mistakes:
         if close(got, wrong.detach().to("cpu").double(), atol=atol, rtol=rtol):
