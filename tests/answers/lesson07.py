@@ -312,7 +312,7 @@ ATTEMPTS = [
             right=True),
     Attempt("07/2a", "equal values", lesson07.exposing_input, q_j, args=(k_j, torch.ones(4, 1), 2), right=True),
     Attempt("07/2a", "values all zero", lesson07.exposing_input, q_j, args=(k_j, torch.zeros(4, 1), 2),
-            hint="values hide the error"),
+            hint="values of zero"),
     Attempt("07/2a", "random inputs", lesson07.exposing_input, CALM[0], args=(CALM[1], CALM[2], 16),
             hint="never moves its shift"),
     Attempt("07/2a", "one block holds every key", lesson07.exposing_input, CALM[0], args=(CALM[1], CALM[2], 64),

@@ -224,8 +224,8 @@ def exposing_input(q: object, k: object, v: object, block_size: object) -> None:
         hint(msg("in every row, no later key block beats the shift by more than {margin:g}, so the lazy step never "
                  "moves its shift and the output is right: give some query much higher scores in a later key "
                  "block", margin=_LAZY_MARGIN))
-    hint(msg("the shift moves, but the values hide the error (all equal, or zero where it matters): give the keys "
-             "of the first block values that differ from the later ones"))
+    hint(msg("the shift moves, yet the output is right: the keys before the block that moves it have values of zero "
+             "(or nearly), so the sums the bug leaves unscaled add nothing; give those keys other values"))
 
 
 def _no_rescale(m, l, acc, s, v_block):  # noqa: E741
