@@ -13,6 +13,7 @@ import torch
 from _check_helpers import accepts, rejects
 
 from attention_lab import BlockLayout, reference
+from attention_lab.teaching.checks import _lesson07_loop as loop
 from attention_lab.teaching.checks import lesson07 as check
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,8 +147,8 @@ def test_fixed_update_asks_for_the_lazy_rule_an_eager_step_or_the_printed_loop_d
 
 
 def test_the_update_cases_tell_the_lazy_rule_from_the_eager_one():
-    assert any(any(not torch.equal(lazy, top) for lazy, top in zip(*check._lazy_shifts(q, k, block)))
-               for q, k, _, block in check._update_cases())
+    assert any(any(not torch.equal(lazy, top) for lazy, top in zip(*loop.lazy_shifts(q, k, block)))
+               for q, k, _, block in loop.update_cases())
 
 
 def test_a_shape_hint_names_the_shapes_the_step_was_given_not_the_learners():

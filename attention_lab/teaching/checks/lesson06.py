@@ -10,82 +10,15 @@ size written into the function) is told so.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
-from ...i18n import Message, msg
+from ...i18n import msg
 from ...measure.memory import format_bytes, measure_peak_memory
-from ._core import call_learner, correct, fallback_hint, guard_errors, hint, whole_number
+from ._core import correct, guard_errors, hint
+from ._sizes import Formula, check_function
 
 __all__ = ["chunked_peak", "flop_count", "largest_batch", "score_count"]  # the checks; the rest is their machinery
-
-Case = Mapping[str, int]
-Formula = Callable[..., float]
-
-_LIBRARY = ("attention_flops", "attention_memory_bytes")  # what the exercises ask the learner to work out by hand
-
-
-def _learner_values(fn: object, cases: Sequence[Case]) -> list[int]:
-    """The learner's function on every case (its arguments in the order of the exercise's def line), each result a
-    whole number; errors and non-numbers become hints."""
-    code = getattr(fn, "__code__", None)
-    names = {*getattr(code, "co_names", ()), *getattr(code, "co_freevars", ())}  # globals, attributes, closures
-    used = sorted(names.intersection(_LIBRARY))
-    if used:
-        hint(msg("your function calls {used}: that is the library's answer; write the arithmetic yourself, from "
-                 "the sizes it is given", used=", ".join(used)))
-    return [whole_number(call_learner(fn, *case.values()), msg("what {name} returns", name=_name(fn)))
-            for case in cases]
-
-
-def _name(fn: object) -> str:
-    name = getattr(fn, "__name__", "")
-    return name if name.isidentifier() else "your function"
-
-
-def _ignores(fn: object, case: Case, key: str, right: Formula) -> bool:
-    """Whether the learner's result stays the same when ``key`` doubles, where the right answer changes."""
-    doubled = {**case, key: 2 * case[key]}
-    if right(**doubled) == right(**case):
-        return False
-    before, after = _learner_values(fn, [case, doubled])
-    return before == after
-
-
-def _shown(case: Case) -> str:
-    return ", ".join(f"{key}={value}" for key, value in case.items())
-
-
-def _check_function(fn: object, cases: Sequence[Case], right: Formula, mistakes: Sequence[tuple[Formula, Message]],
-                    *, fallback: Message, also_right: Sequence[Formula] = (), probe: bool = True,
-                    more_mistakes: Callable[[list[int]], None] | None = None) -> tuple[list[int], Formula]:
-    """Compare ``fn`` with ``right`` (or a formula of ``also_right``) on every case and return the learner's values
-    and the formula they follow. Otherwise: a wrong formula matched on every case gets its hint; a function right
-    for the exercise's example only, or one that ignores an argument, is told so; ``more_mistakes(values)`` may
-    give a hint of its own; else the ``fallback`` hint. ``probe`` doubles each argument in turn to find one the
-    function ignores (for exact products; a rounded answer such as a batch may stay put when an argument doubles).
-    """
-    got = _learner_values(fn, cases)
-    for formula in (right, *also_right):
-        if got == [formula(**case) for case in cases]:
-            return got, formula
-    for formula, message in mistakes:
-        if got == [formula(**case) for case in cases]:
-            hint(message)
-    ignored = [key for key in cases[0] if probe and _ignores(fn, cases[0], key, right)]
-    if ignored:
-        hint(msg("{name} gives the same number when {args} doubles, and it should not: compute the answer from "
-                 "the arguments, not from numbers of the example", name=_name(fn), args=" or ".join(ignored)))
-    expected = [right(**case) for case in cases]
-    if got[0] == expected[0]:  # the exercise's example is right, another size is not
-        miss = next(case for case, mine, want in zip(cases, got, expected) if mine != want)
-        hint(msg("{name} is right for the exercise's sizes but not for {miss}: check each factor against the "
-                 "arguments", name=_name(fn), miss=_shown(miss)))
-    if more_mistakes is not None:
-        more_mistakes(got)
-    fallback_hint(fallback)
-
 
 # --- exercise 1: scores and FLOPs of cross-attention ------------------------------------------------------------
 
@@ -130,7 +63,7 @@ _SCORE_MISTAKES = (
 def score_count(answer: object) -> None:
     """Exercise 1a: ``answer(n_queries, n_keys, num_heads)`` -> how many scores alpha_{i,j} cross-attention
     computes."""
-    _check_function(answer, _COUNT_CASES, _scores, _SCORE_MISTAKES,
+    check_function(answer, _COUNT_CASES, _scores, _SCORE_MISTAKES,
                     fallback=msg("count the entries of one head's (i, j) score matrix, then think about the heads"))
     first = _COUNT_CASES[0]
     correct(msg("one score per (query, key) pair and head: {heads} x {i} x {j} = {total:,} for Whisper-sized "
@@ -178,7 +111,7 @@ def flop_count(answer: object) -> None:
             hint(msg("that adds a few operations per score, the softmax's: the exercise counts only the two matrix "
                      "products, as FlopCounterMode does"))
 
-    got, formula = _check_function(
+    got, formula = check_function(
         answer, cases, _flops, _FLOP_MISTAKES, also_right=(_flops_exact,), more_mistakes=softmax_added,
         fallback=msg("each score is a dot product of length d (d multiplications and d additions); the mix with V "
                      "costs as much again; then count the heads"))
@@ -287,7 +220,7 @@ def _measure_chunked(batch, heads, n, head_dim, chunk, item_bytes) -> int:
 def chunked_peak(answer: object) -> None:
     """Exercise 2: ``answer(batch, heads, n, head_dim, chunk, item_bytes)`` -> the peak bytes of the lesson's
     ``chunked_attention`` (self-attention, n queries and n keys), then checked by measuring it."""
-    got, _ = _check_function(answer, _PEAK_CASES, _peak, _PEAK_MISTAKES,
+    got, _ = check_function(answer, _PEAK_CASES, _peak, _PEAK_MISTAKES,
                              fallback=msg("list the tensors alive at the moment a chunk's output is created, and "
                                           "their sizes in bytes"))
     measured = [_measure_chunked(**case) for case in _PEAK_CASES[:_MEASURED]]
@@ -344,7 +277,7 @@ def largest_batch(answer: object) -> None:
     """Exercise 3: ``answer(budget_bytes, n, num_heads, head_dim, layers)`` -> the largest batch whose naive
     attention forward (float32, no gradients; Q, K and V not counted) fits ``budget_bytes``, the layers running one
     after another."""
-    got, _ = _check_function(answer, _BATCH_CASES, _batch, _BATCH_MISTAKES, probe=False,
+    got, _ = check_function(answer, _BATCH_CASES, _batch, _BATCH_MISTAKES, probe=False,
                              fallback=msg("a batch of b sequences needs b times one sequence's peak: find the "
                                           "largest b for which that stays within the budget"))
     first = _BATCH_CASES[0]

@@ -2,8 +2,8 @@
 a lazy blockwise step (exercise 2: an input that exposes it, then the fix that keeps the lazy rule), and a layout that
 connects every pair within a budget at two lengths (exercise 3).
 
-For exercise 2 the checks keep their own copy of the lesson's loop and of its buggy step, and of the common wrong
-fixes, to tell the learner's step apart from each.
+For exercise 2 the checks keep their own copy of the lesson's loop, of its buggy step and of the common wrong fixes
+(:mod:`._lesson07_loop`), to tell the learner's step apart from each.
 """
 
 from __future__ import annotations
@@ -18,6 +18,15 @@ from ...efficient.block_sparse import BlockLayout
 from ...i18n import msg
 from ...reference import attention as plain_attention
 from ._core import NONE_HINT, as_tensor, call_learner, close, correct, fallback_hint, guard_errors, hint
+from ._lesson07_loop import (
+    LAZY_MARGIN,
+    UPDATE_MISTAKES,
+    blockwise_loop,
+    lazy_shifts,
+    lazy_update,
+    shift_moves,
+    update_cases,
+)
 
 __all__ = ["connected_layout", "exposing_input", "fixed_update", "merge_blocks"]  # the checks; the rest: machinery
 
@@ -128,69 +137,6 @@ def merge_blocks(answer: object) -> None:
 
 # --- exercise 2: the lazy blockwise step -------------------------------------------------------------------------
 
-_LAZY_MARGIN = 4.0  # the lesson's lazy step moves its shift only when a block's maximum beats it by more than this
-
-
-def _blockwise_loop(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_size: int,
-                    update: Callable[..., object], shifts: list[torch.Tensor] | None = None) -> torch.Tensor:
-    """The lesson's loop: one key block at a time, ``m, l, acc = update(m, l, acc, s, v_block)``, then acc / l.
-    ``shifts``, when given, collects the m that each step returns.
-
-    Shape: q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)`` -> ``(..., i, dv)``.
-    """
-    m = torch.full(q.shape[:-1] + (1,), -math.inf, dtype=q.dtype)  # (..., i, 1)
-    l = torch.zeros_like(m)  # noqa: E741 (l as in the lesson)
-    acc = torch.zeros(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype)  # (..., i, dv)
-    given = (tuple(m.shape), tuple(acc.shape))
-    for start in range(0, k.shape[-2], block_size):
-        s = q @ k[..., start:start + block_size, :].transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., i, jb)
-        result = call_learner(update, m, l, acc, s, v[..., start:start + block_size, :])
-        if result is None:
-            hint(NONE_HINT)
-        if not (isinstance(result, tuple) and len(result) == 3
-                and all(isinstance(t, torch.Tensor) for t in result)):
-            hint(msg("the update should return three tensors, the new m, l and acc, in that order"))
-        m, l, acc = result  # noqa: E741
-        if (tuple(m.shape), tuple(l.shape), tuple(acc.shape)) != (given[0], given[0], given[1]):
-            hint(msg("the update should return m, l and acc in the shapes it was given: m and l {m_l}, acc {acc}; "
-                     "yours returned m {m}, l {l}, acc {got_acc}", m_l=given[0], acc=given[1],
-                     m=tuple(m.shape), l=tuple(l.shape), got_acc=tuple(acc.shape)))
-        if shifts is not None:
-            shifts.append(m)
-    return acc / l
-
-
-def _lazy_shifts(q: torch.Tensor, k: torch.Tensor, block_size: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """The shift after each block under the lesson's lazy rule, and the running maximum (an eager step's shift).
-
-    Shape: each shift ``(..., i, 1)``.
-    """
-    lazy, eager = [], []
-    m_lazy = m_eager = torch.full(q.shape[:-1] + (1,), -math.inf, dtype=q.dtype)  # (..., i, 1)
-    for start in range(0, k.shape[-2], block_size):
-        s = q @ k[..., start:start + block_size, :].transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., i, jb)
-        block_max = s.amax(dim=-1, keepdim=True)  # (..., i, 1)
-        m_lazy = torch.where(block_max > m_lazy + _LAZY_MARGIN, block_max, m_lazy)
-        m_eager = torch.maximum(m_eager, block_max)
-        lazy.append(m_lazy)
-        eager.append(m_eager)
-    return lazy, eager
-
-
-def _lazy_update(m, l, acc, s, v_block):  # noqa: E741
-    """The lesson's buggy step: the shift moves only for a big jump, and acc is not brought to the new shift."""
-    block_max = s.amax(dim=-1, keepdim=True)  # (..., i, 1)
-    m_new = torch.where(block_max > m + _LAZY_MARGIN, block_max, m)
-    p = torch.exp(s - m_new)
-    return m_new, l * torch.exp(m - m_new) + p.sum(dim=-1, keepdim=True), acc + p @ v_block
-
-
-def _shift_moves(q: torch.Tensor, k: torch.Tensor, block_size: int) -> bool:
-    """Whether, in some row, a later key block beats the lazy shift by more than the margin."""
-    lazy, _ = _lazy_shifts(q, k, block_size)
-    return any(bool((later != first).any()) for first, later in zip(lazy, lazy[1:]))
-
-
 @guard_errors
 def exposing_input(q: object, k: object, v: object, block_size: object) -> None:
     """Exercise 2a: inputs on which the lesson's ``blockwise_loop(q, k, v, block_size, lazy_update)`` is wrong.
@@ -212,7 +158,7 @@ def exposing_input(q: object, k: object, v: object, block_size: object) -> None:
     expected = plain_attention(q, k, v)[0]
     if not bool(torch.isfinite(expected).all()):
         hint(msg("the scores are so large that even plain attention overflows here: the bug hides behind that"))
-    got = _blockwise_loop(q, k, v, int(block_size), _lazy_update)
+    got = blockwise_loop(q, k, v, int(block_size), lazy_update)
     gap = (got - expected).abs().max().item() if bool(torch.isfinite(got).all()) else math.inf
     if gap > 1e-6:
         correct(msg("on these inputs the lazy loop is off by up to {gap:.3g}: the bug shows when a later block's "
@@ -220,86 +166,12 @@ def exposing_input(q: object, k: object, v: object, block_size: object) -> None:
         return
     if k.shape[-2] <= int(block_size):
         hint(msg("all your keys fit in one block, so the loop runs its step once, and one step cannot go wrong"))
-    if not _shift_moves(q, k, int(block_size)):
+    if not shift_moves(q, k, int(block_size)):
         hint(msg("in every row, no later key block beats the shift by more than {margin:g}, so the lazy step never "
                  "moves its shift and the output is right: give some query much higher scores in a later key "
-                 "block", margin=_LAZY_MARGIN))
+                 "block", margin=LAZY_MARGIN))
     hint(msg("the shift moves, yet the output is right: the keys before the block that moves it have values of zero "
              "(or nearly), so the sums the bug leaves unscaled add nothing; give those keys other values"))
-
-
-def _no_rescale(m, l, acc, s, v_block):  # noqa: E741
-    block_max = s.amax(dim=-1, keepdim=True)
-    m_new = torch.where(block_max > m + _LAZY_MARGIN, block_max, m)
-    p = torch.exp(s - m_new)
-    return m_new, l + p.sum(dim=-1, keepdim=True), acc + p @ v_block
-
-
-def _inverse_factor(m, l, acc, s, v_block):  # noqa: E741
-    block_max = s.amax(dim=-1, keepdim=True)
-    m_new = torch.where(block_max > m + _LAZY_MARGIN, block_max, m)
-    p = torch.exp(s - m_new)
-    grow = torch.where(torch.isfinite(m), torch.exp(m_new - m), torch.zeros_like(m))
-    return m_new, l * grow + p.sum(dim=-1, keepdim=True), acc * grow + p @ v_block
-
-
-def _only_acc(m, l, acc, s, v_block):  # noqa: E741
-    block_max = s.amax(dim=-1, keepdim=True)
-    m_new = torch.where(block_max > m + _LAZY_MARGIN, block_max, m)
-    p = torch.exp(s - m_new)
-    return m_new, l + p.sum(dim=-1, keepdim=True), acc * torch.exp(m - m_new) + p @ v_block
-
-
-def _old_shift_returned(m, l, acc, s, v_block):  # noqa: E741
-    block_max = s.amax(dim=-1, keepdim=True)
-    m_new = torch.where(block_max > m + _LAZY_MARGIN, block_max, m)
-    p = torch.exp(s - m_new)
-    factor = torch.exp(m - m_new)
-    return m, l * factor + p.sum(dim=-1, keepdim=True), acc * factor + p @ v_block
-
-
-def _values_left_out(m, l, acc, s, v_block):  # noqa: E741
-    block_max = s.amax(dim=-1, keepdim=True)
-    m_new = torch.where(block_max > m + _LAZY_MARGIN, block_max, m)
-    p = torch.exp(s - m_new)
-    factor = torch.exp(m - m_new)
-    return m_new, l * factor + p.sum(dim=-1, keepdim=True), acc * factor
-
-
-_UPDATE_MISTAKES = (
-    (_lazy_update, msg("that still gives the given step's result: when the shift moves, everything summed under the "
-                       "old shift has to be brought to the new one")),
-    (_inverse_factor, msg("the factor that brings sums from an old shift to a larger new one is at most 1: measured "
-                          "against a larger shift, the old terms shrink")),
-    (_only_acc, msg("l was summed under the old shift too: it needs the same factor as acc")),
-    (_no_rescale, msg("neither l nor acc follows the shift when it moves: both were summed under the old shift")),
-    (_old_shift_returned, msg("your step returns the old m, not the shift it used for this block: the next block "
-                              "then subtracts a different shift from the one its sums were written with")),
-    (_values_left_out, msg("acc should gain this block's weighted values, not only keep the old ones: add the "
-                           "block's weights times its values")),
-)
-
-
-def _update_cases() -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]]:
-    """2-D, batched and one-block inputs whose keys score higher block after block, then scores near 1e4.
-
-    Shape: each case q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)`` and a block size.
-    """
-    generator = torch.Generator().manual_seed(3)
-
-    def rising(*shape: int) -> torch.Tensor:  # keys whose scores grow block after block
-        growth = torch.linspace(0.1, 12.0, shape[-2], dtype=torch.float64)[:, None]  # (j, 1)
-        return torch.randn(*shape, generator=generator, dtype=torch.float64) * growth
-
-    cases = []
-    for q_shape, k_shape, dv, block in [((7, 4), (23, 4), 3, 5), ((2, 3, 9, 8), (2, 3, 40, 8), 5, 16),
-                                        ((6, 4), (6, 4), 2, 4)]:
-        q = torch.randn(*q_shape, generator=generator, dtype=torch.float64)
-        cases.append((q, rising(*k_shape), torch.randn(*k_shape[:-1], dv, generator=generator,
-                                                       dtype=torch.float64), block))
-    q, k = cases[0][0] * 300, cases[0][1]  # scores near 1e4: exp of a raw score overflows
-    cases.append((q, k, cases[0][2], cases[0][3]))
-    return cases
 
 
 @guard_errors
@@ -312,10 +184,10 @@ def fixed_update(answer: object) -> None:
     """
     if answer is None or not callable(answer):
         hint(msg("define a function update(m, l, acc, s, v_block) and pass the function itself"))
-    cases = _update_cases()
+    cases = update_cases()
     for index, (q, k, v, block) in enumerate(cases):
         expected = plain_attention(q, k, v)[0]
-        got = _blockwise_loop(q, k, v, block, answer)
+        got = blockwise_loop(q, k, v, block, answer)
         if close(got, expected, atol=1e-7, rtol=1e-7):
             continue
         if not bool(torch.isfinite(got).all()):
@@ -323,22 +195,22 @@ def fixed_update(answer: object) -> None:
                      if index < 3 else "")
             hint(msg("{first}some rows came out inf or NaN: only ever exponentiate a difference that is <= 0 (a "
                      "score minus the current shift, or an old shift minus the new one)", first=first))
-        for mistake, message in _UPDATE_MISTAKES:
-            if close(got, _blockwise_loop(q, k, v, block, mistake), atol=1e-7, rtol=1e-7):
+        for mistake, message in UPDATE_MISTAKES:
+            if close(got, blockwise_loop(q, k, v, block, mistake), atol=1e-7, rtol=1e-7):
                 hint(message)
         fallback_hint(msg("compare your step with the merge of two blocks: after it, m, l and acc must all "
                           "describe the keys seen so far with one common shift"))
     for q, k, v, block in cases:
         shifts: list[torch.Tensor] = []
-        _blockwise_loop(q, k, v, block, answer, shifts)
-        lazy, eager = _lazy_shifts(q, k, block)
+        blockwise_loop(q, k, v, block, answer, shifts)
+        lazy, eager = lazy_shifts(q, k, block)
         if any(not torch.equal(mine, rule) for mine, rule in zip(shifts, lazy)):
             if all(torch.equal(mine, top) for mine, top in zip(shifts, eager)):
                 hint(msg("right values, but your step moves the shift every time a block raises the maximum: the "
                          "exercise keeps the lazy rule (move only when a block's maximum beats the shift by more "
-                         "than {margin:g}); fix the bug and keep the rule", margin=_LAZY_MARGIN))
+                         "than {margin:g}); fix the bug and keep the rule", margin=LAZY_MARGIN))
             hint(msg("right values, but your m is not the lazy rule's shift: keep the rule of the given step (move "
-                     "only when a block's maximum beats the shift by more than {margin:g})", margin=_LAZY_MARGIN))
+                     "only when a block's maximum beats the shift by more than {margin:g})", margin=LAZY_MARGIN))
     correct(msg("the lazy step now brings every running sum to the shift when it moves; the loop equals plain "
                 "attention, also when scores jump between blocks and near 1e4"))
 
