@@ -1,195 +1,161 @@
-"""Lesson 06 checks accept the right answers (in every equivalent form), reject common mistakes with their own hint,
-turn an error while checking into a hint, and keep other exercises' answers to themselves."""
+"""Lesson 06 checks: each answer is a function of the sizes, tried on sizes where the common wrong formulas give
+different numbers (from the right one and from each other); the formula of exercise 2 is what the meter measures;
+a number typed in, a size written into the function or the library's own answer does not pass. The corpus
+(tests/answers/lesson06.py) puts every common mistake through the checks; this file proves the properties behind
+it."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
-from _check_helpers import rejects
+from _check_helpers import accepts, rejects
 
-from attention_lab.measure.cost import attention_memory_bytes
+from attention_lab.measure.memory import measure_peak_memory
 from attention_lab.teaching.checks import lesson06 as check
 
-# ---- score_count ----
+FLOP_CASES = [{**case, "head_dim": d} for case, d in zip(check._COUNT_CASES, check._HEAD_DIMS)]
+EXERCISES = {
+    "score_count": (check._COUNT_CASES, check._scores, check._SCORE_MISTAKES),
+    "flop_count": (FLOP_CASES, check._flops, check._FLOP_MISTAKES),
+    "chunked_peak": (check._PEAK_CASES, check._peak, check._PEAK_MISTAKES),
+    "largest_batch": (check._BATCH_CASES, check._batch, check._BATCH_MISTAKES),
+}
 
 
-@pytest.mark.parametrize("answer", [8 * 1024 * 1024, 8 * 1024**2 * 1.0, torch.tensor(8 * 1024 * 1024)])
-def test_score_count_accepts(answer, capsys):
-    check.score_count(answer, n=1024, num_heads=8)
-    assert capsys.readouterr().out.startswith("Correct:")
+@pytest.mark.parametrize("name", EXERCISES)
+def test_every_wrong_formula_gives_other_numbers_than_the_right_one_and_than_each_other(name):
+    cases, right, mistakes = EXERCISES[name]
+    results = [tuple(f(**case) for case in cases) for f in (right, *(f for f, _ in mistakes))]
+    for (a, first), (b, second) in itertools.combinations(enumerate(results), 2):
+        assert first != second, f"{name}: formulas {a} and {b} agree on every case: {first}"
 
 
-def test_score_count_the_seed_number(capsys):
-    check.score_count(262_144, n=512)
-    assert "262,144" in capsys.readouterr().out
+@pytest.mark.parametrize("name", EXERCISES)
+def test_the_exercise_example_alone_tells_the_wrong_formulas_apart_from_the_right_one(name):
+    """The first case is the one the lesson names: no common wrong formula gives its right answer (but "a batch of
+    at least one", which differs only where not even one sequence fits: the third case)."""
+    cases, right, mistakes = EXERCISES[name]
+    coincide = [index for index, (f, _) in enumerate(mistakes) if f(**cases[0]) == right(**cases[0])]
+    if name == "largest_batch":
+        assert coincide == [1] and mistakes[1][0](**cases[2]) != right(**cases[2])
+        return
+    assert not coincide, f"{name}: mistakes {coincide} give the right answer on the exercise's own sizes"
 
 
-@pytest.mark.parametrize(("answer", "match"), [
-    (1024 * 1024, "one head's count"),
-    (8 * 1024 * 1023 // 2, "ordered pairs"),
-    (8 * 1024 * 1023, "ordered pairs"),
-    (8 * 1024, "linearly"),
-    (12345, "entries of the"),
-    (None, "still empty"),
-    ("many", "single number"),
-    (10.5, "whole number"),
-])
-def test_score_count_rejects(answer, match):
-    rejects(check.score_count, answer, n=1024, num_heads=8, match=match)
+def test_the_count_cases_are_not_answers_printed_by_the_lesson():
+    """Section 1 prints self-attention counts for n = 128 ... 4096 with 8 heads and d = 64, and cell 5 the FLOPs at
+    n = 512: the exercise's cross-attention answers are none of those numbers."""
+    printed = set()
+    for n in (128, 256, 512, 1024, 2048, 4096):
+        printed |= {n * n, 8 * n * n, 4 * 8 * n * n * 64}
+    first = check._COUNT_CASES[0]
+    assert check._scores(**first) not in printed and check._flops(**FLOP_CASES[0]) not in printed
 
 
-# ---- flop_count ----
+@pytest.mark.parametrize("case", check._PEAK_CASES, ids=lambda c: f"n={c['n']},chunk={c['chunk']}")
+def test_the_chunked_peak_formula_is_what_the_meter_measures(case):
+    dtype = {8: torch.float64, 4: torch.float32, 2: torch.bfloat16}[case["item_bytes"]]
+    q, k, v = torch.randn(3, case["batch"], case["heads"], case["n"], case["head_dim"], dtype=dtype).unbind(0)
+    measured = measure_peak_memory(check._chunked_attention, q, k, v, case["chunk"]).peak_bytes
+    assert measured == check._peak(**case)
 
 
-def test_flop_count_accepts(capsys):
-    check.flop_count(4 * 512 * 512 * 64 * 8, n=512, head_dim=64, num_heads=8)
-    assert capsys.readouterr().out.startswith("Correct:")
+def test_the_checks_copy_of_chunked_attention_is_attention():
+    q, k, v = torch.randn(3, 2, 3, 50, 8, dtype=torch.float64).unbind(0)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(check._chunked_attention(q, k, v, 7), expected)
 
 
-@pytest.mark.parametrize(("answer", "match"), [
-    (2 * 512 * 512 * 64 * 8, "one of them is missing"),
-    (512 * 512 * 64 * 8, "two FLOPs per multiply-add"),
-    (4 * 512 * 512 * 64, "number of heads"),
-    (7, "dot product of length d"),
-])
-def test_flop_count_rejects(answer, match):
-    rejects(check.flop_count, answer, n=512, head_dim=64, num_heads=8, match=match)
+def right_scores(n_queries, n_keys, num_heads):
+    return n_queries * n_keys * num_heads
 
 
-# ---- predicted_peak ----
+def test_a_right_function_passes_and_a_hard_coded_one_does_not(capsys):
+    accepts(capsys, check.score_count, right_scores)
+    rejects(check.score_count, lambda n_queries, n_keys, num_heads: 4_032_000,
+            match="same number when n_queries or n_keys or num_heads doubles")
+    rejects(check.score_count, lambda n_queries, n_keys, num_heads: 6 * n_queries * n_keys,
+            match="same number when num_heads doubles")
 
 
-def test_predicted_peak_accepts_and_measures(capsys):
-    n, d, h = 384, 32, 2
-    answer = 2 * h * n * n * 4 + h * n * d * 4
-    check.predicted_peak(answer, n=n, head_dim=d, num_heads=h)
-    out = capsys.readouterr().out
-    assert out.startswith("Correct:")
-    assert out.count("2.34 MiB") == 2  # predicted and measured agree
+def test_a_function_that_calls_the_library_is_asked_for_the_arithmetic():
+    from attention_lab.measure.cost import attention_flops
+
+    def cross_flops(n_queries, n_keys, num_heads, head_dim):
+        return attention_flops(n_queries, n_keys, head_dim=head_dim, num_heads=num_heads)
+
+    rejects(check.flop_count, cross_flops, match="calls attention_flops")
 
 
-@pytest.mark.parametrize(("wrong", "match"), [
-    (lambda m: m.scores + m.output, "two n x n matrices at once"),
-    (lambda m: m.scores, "two n x n matrices at once"),
-    (lambda m: m.naive_peak // 4, "4 bytes"),
-    (lambda m: m.scores + m.weights, "the output b"),
-    (lambda m: m.total, "existed before the call"),
-    (lambda m: 1, "list the tensors alive"),
-])
-def test_predicted_peak_rejects(wrong, match):
-    m = attention_memory_bytes(384, head_dim=32, num_heads=2)
-    rejects(check.predicted_peak, wrong(m), n=384, head_dim=32, num_heads=2, match=match)
+def test_the_first_try_at_every_exercise_gets_a_one_line_hint():
+    def untouched(*args):
+        raise NotImplementedError("write the body of this function, then run the check cell below")
+
+    for exercise in (check.score_count, check.flop_count, check.chunked_peak, check.largest_batch):
+        rejects(exercise, untouched, match="still raises NotImplementedError")
+        rejects(exercise, ..., match="still empty")
 
 
-def test_flop_count_accepts_the_exact_count_and_names_the_convention(capsys):
-    from attention_lab.teaching.checks import lesson06
+def test_success_lines_state_no_other_exercises_answer(capsys):
+    def cross_flops(n_queries, n_keys, num_heads, head_dim):
+        return 4 * n_queries * n_keys * num_heads * head_dim
 
-    lesson06.flop_count(2 * 8 * 1024 * 1024 * (2 * 64 - 1), n=1024, head_dim=64, num_heads=8)
-    assert "2 FLOPs per multiply-add" in capsys.readouterr().out
+    def peak(batch, heads, n, head_dim, chunk, item_bytes):
+        return check._peak(batch, heads, n, head_dim, chunk, item_bytes)
 
+    def batch(budget_bytes, n, num_heads, head_dim, layers):
+        return budget_bytes // (num_heads * 4 * (2 * n * n + n * head_dim))
 
-# ---- cross-attention counts: i != j ----
-
-
-def test_cross_attention_counts_accept_every_form(capsys):
-    check.score_count(8 * 256 * 1024, n=256, n_keys=1024, num_heads=8)
-    check.score_count(torch.tensor(8.0 * 256 * 1024), n=256, n_keys=1024, num_heads=8)
-    check.flop_count(8 * 2 * (2 * 256 * 1024 * 64), n=256, n_keys=1024, head_dim=64, num_heads=8)
-    out = capsys.readouterr().out.splitlines()
-    assert all(line.startswith("Correct:") for line in out) and len(out) == 3
-    assert "itself included" not in out[0]  # a query of the decoder is not one of the encoder's keys
-
-
-@pytest.mark.parametrize(("answer", "match"), [
-    (8 * 256 * 256, "different sequences"),
-    (8 * 1024 * 1024, "different sequences"),
-    (256 * 1024, "one head's count"),
-    (8 * (256 + 1024), "linearly"),
-    (3, "entries of the"),
-])
-def test_cross_attention_scores_reject(answer, match):
-    rejects(check.score_count, answer, n=256, n_keys=1024, num_heads=8, match=match)
+    outputs = {}
+    for name, fn, answer in (("scores", check.score_count, right_scores), ("flops", check.flop_count, cross_flops),
+                             ("peak", check.chunked_peak, peak), ("batch", check.largest_batch, batch)):
+        fn(answer)
+        outputs[name] = capsys.readouterr().out
+        assert outputs[name].startswith("Correct:")
+    answers = {"scores": f"{check._scores(**check._COUNT_CASES[0]):,}", "flops": f"{check._flops(**FLOP_CASES[0]):,}",
+               "batch": "a batch of 30"}
+    for name, text in outputs.items():
+        assert not [other for other, value in answers.items() if other != name and value in text], name
 
 
-@pytest.mark.parametrize(("answer", "match"), [
-    (4 * 1024 * 1024 * 64 * 8, "different sequences"),
-    (2 * 256 * 1024 * 64 * 8, "one of them is missing"),
-    (4 * 256 * 1024 * 64, "number of heads"),
-])
-def test_cross_attention_flops_reject(answer, match):
-    rejects(check.flop_count, answer, n=256, n_keys=1024, head_dim=64, num_heads=8, match=match)
-
-
-# ---- predicted_peak for a batch in float64 ----
-
-
-def test_predicted_peak_for_a_float64_batch_is_measured(capsys):
-    m = attention_memory_bytes(96, head_dim=8, num_heads=2, batch=3, dtype=torch.float64)
-    check.predicted_peak(m.scores + m.weights + m.output, n=96, head_dim=8, num_heads=2, batch=3,
-                         dtype=torch.float64)
-    out = capsys.readouterr().out
-    assert out.startswith("Correct:") and out.count("900.00 KiB") == 2  # predicted and measured agree
-
-
-@pytest.mark.parametrize(("wrong", "match"), [
-    (lambda m: m.naive_peak // 3, "one sequence's peak"),
-    (lambda m: m.naive_peak // 2, "4 bytes a number; torch.float64 takes 8 bytes"),
-    (lambda m: m.naive_peak // 8, "a torch.float64 value takes 8 bytes"),
-    (lambda m: m.scores + m.weights, "the output b"),
-])
-def test_predicted_peak_for_a_float64_batch_rejects(wrong, match):
-    m = attention_memory_bytes(96, head_dim=8, num_heads=2, batch=3, dtype=torch.float64)
-    rejects(check.predicted_peak, wrong(m), n=96, head_dim=8, num_heads=2, batch=3, dtype=torch.float64,
-            match=match)
-
-
-def test_predicted_peak_turns_a_bad_dtype_into_a_hint():
-    rejects(check.predicted_peak, 10, n=8, head_dim=4, dtype="float64", match="could not be checked")
-
-
-# ---- largest_batch ----
-
-BATCH = {"n": 1024, "budget_bytes": 4 * 2**30, "head_dim": 128, "num_heads": 16, "layers": 12}
-
-
-def test_largest_batch_accepts_the_exact_boundary(capsys):
-    m = attention_memory_bytes(1024, head_dim=128, num_heads=16)
-    per_sequence = m.scores + m.weights + m.output
-    assert 30 * per_sequence <= 4 * 2**30 < 31 * per_sequence
-    check.largest_batch(30, **BATCH)
-    check.largest_batch(30.0, **BATCH)
-    check.largest_batch(torch.tensor(30), **BATCH)
-    out = capsys.readouterr().out.splitlines()
-    assert all(line.startswith("Correct:") for line in out) and f"{30 * per_sequence:,} bytes" in out[0]
-
-
-@pytest.mark.parametrize(("answer", "match"), [
-    (31, "round down"),
-    (32, "leaves out the output"),
-    (56, "one n x n matrix per head"),
-    (2, "one after another"),
-    (481, "every head has its own"),
-    (120, "4 bytes"),
-    (40, "more than the budget"),
-    (20, "a larger one fits too"),
-    (0, "at least one sequence"),
-    (30.5, "whole number"),
-    ("30", "single number"),
-])
-def test_largest_batch_rejects_with_the_hint_for_the_mistake(answer, match):
-    rejects(check.largest_batch, answer, **BATCH, match=match)
-
-
-def test_largest_batch_success_line_states_no_other_exercise_answer(capsys):
-    check.largest_batch(30, **BATCH)
-    out = capsys.readouterr().out
-    assert "MiB" not in out and "FLOP" not in out
-
-
-def test_predicted_peak_leaves_the_global_random_numbers_alone():
-    m = attention_memory_bytes(64, head_dim=8)
+def test_chunked_peak_leaves_the_global_random_numbers_alone():
     torch.manual_seed(5)
     before = torch.rand(3)
     torch.manual_seed(5)
-    check.predicted_peak(m.scores + m.weights + m.output, n=64, head_dim=8)
+    check.chunked_peak(lambda *sizes: check._peak(*sizes))
     assert torch.equal(torch.rand(3), before)
+
+
+def test_the_untouched_student_copy_gets_a_one_line_hint_at_every_check(tmp_path):
+    import nbformat
+    from _student_exercises import NOTEBOOKS, check_cell_errors, run_untouched_exercises
+
+    from attention_lab.teaching.classroom import check_call_pattern
+
+    lesson = "06_cost_of_attention.ipynb"
+    cells = run_untouched_exercises(lesson, ("06-003", "06-005"), tmp_path)  # d, heads; naive_attention (ex. 2)
+    checks, failed = check_cell_errors(cells, check_call_pattern(nbformat.read(NOTEBOOKS / lesson, as_version=4)))
+    assert not failed, failed
+    assert len(checks) == 3
+    for errors in checks:
+        assert [e["ename"] for e in errors] == ["NotYet"] and len(errors[0]["traceback"]) == 1
+        assert "Not yet:" in errors[0]["traceback"][0] and "NotImplementedError" in errors[0]["traceback"][0]
+
+
+def test_the_lessons_chunked_attention_is_the_one_the_check_measures():
+    """Exercise 2's cell defines chunked_attention; the check keeps its own copy: both peak at the formula."""
+    import nbformat
+    from _student_exercises import NOTEBOOKS
+
+    nb = nbformat.read(NOTEBOOKS / "06_cost_of_attention.ipynb", as_version=4)
+    sources = {c.get("id"): c.source for c in nb.cells}
+    cell = next(c.source for c in nb.cells if c.cell_type == "code" and "def chunked_attention" in c.source)
+    names = {"torch": torch}
+    exec(compile(sources["06-005"].split("\n\n\n")[0], "06-005", "exec"), names)  # def naive_attention
+    exec(compile(cell, "chunked_attention", "exec"), names)
+    for case in check._PEAK_CASES[:2]:
+        dtype = {8: torch.float64, 4: torch.float32}[case["item_bytes"]]
+        q, k, v = torch.randn(3, case["batch"], case["heads"], case["n"], case["head_dim"], dtype=dtype).unbind(0)
+        assert measure_peak_memory(names["chunked_attention"], q, k, v, case["chunk"]).peak_bytes == check._peak(**case)

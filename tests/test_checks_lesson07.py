@@ -1,5 +1,6 @@
 """Lesson 07 checks accept the right answers (in equivalent forms), reject common mistakes with their own hint, turn
-errors in the learner's code into hints, and never print another exercise's answer."""
+errors in the learner's code into hints, try each answer on more than one input, and never print another exercise's
+answer. tests/answers/lesson07.py puts every common mistake through the checks; this file proves what is behind it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import torch
 from _check_helpers import accepts, rejects
 
 from attention_lab import BlockLayout, reference
+from attention_lab.teaching.checks import _lesson07_loop as loop
 from attention_lab.teaching.checks import lesson07 as check
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,6 +64,8 @@ def merge_overflows(m_a, l_a, o_a, m_b, l_b, o_b):
 @pytest.mark.parametrize(("answer", "match"), [
     (lambda m_a, l_a, o_a, m_b, l_b, o_b: (o_a + o_b) / 2, "do not count equally"),
     (lambda m_a, l_a, o_a, m_b, l_b, o_b: (l_a * o_a + l_b * o_b) / (l_a + l_b), "different shifts"),
+    (lambda m_a, l_a, o_a, m_b, l_b, o_b: merge_right(m_a, l_a, o_a, m_b, l_b, o_b) if len(m_a) == 6 else
+     torch.zeros(6, 3), r"shape \(1, 5\) for m of shape \(1, 1\)"),
     (merge_overflows, "overflows"),
     (lambda m_a, l_a, o_a, m_b, l_b, o_b: o_a, "weighted sum"),
     (lambda m_a, l_a, o_a, m_b, l_b, o_b: torch.cat([o_a, o_b]), "shape"),
@@ -132,13 +136,32 @@ def eager_float32(m, l, acc, s, v_block):  # noqa: E741 (computes in float32: a 
     return tuple(t.double() for t in eager(m.float(), l.float(), acc.float(), s.float(), v_block.float()))
 
 
-@pytest.mark.parametrize("update", [lazy_and_right, eager])
-def test_fixed_update_accepts_lazy_and_eager_steps(capsys, update):
-    accepts(capsys, check.fixed_update, update)
+def test_fixed_update_accepts_the_lazy_step_fixed(capsys):
+    accepts(capsys, check.fixed_update, lazy_and_right)
+
+
+def test_fixed_update_asks_for_the_lazy_rule_an_eager_step_or_the_printed_loop_drops():
+    """The plain loop the lesson prints moves the shift at every block (eager): pasting its step gives right values
+    but another rule, so the exercise (fix the given lazy step) cannot be answered by copying it."""
+    rejects(check.fixed_update, eager, match="moves the shift every time a block raises the maximum")
+
+
+def test_the_update_cases_tell_the_lazy_rule_from_the_eager_one():
+    assert any(any(not torch.equal(lazy, top) for lazy, top in zip(*loop.lazy_shifts(q, k, block)))
+               for q, k, _, block in loop.update_cases())
+
+
+def test_a_shape_hint_names_the_shapes_the_step_was_given_not_the_learners():
+    def squeezed_l(m, l, acc, s, v_block):  # noqa: E741
+        m, l, acc = lazy_and_right(m, l, acc, s, v_block)  # noqa: E741
+        return m, l[..., 0], acc
+
+    rejects(check.fixed_update, squeezed_l, match=r"shapes it was given: m and l \(7, 1\), acc \(7, 3\); yours "
+                                                   r"returned m \(7, 1\), l \(7,\)")
 
 
 def test_fixed_update_success_line_states_no_other_answer(capsys):
-    check.fixed_update(eager)
+    check.fixed_update(lazy_and_right)
     out = capsys.readouterr().out
     assert "local" not in out and "global" not in out and "exp(" not in out
 
@@ -184,7 +207,7 @@ def only_acc(m, l, acc, s, v_block):  # noqa: E741  rescales acc but not l
     (overflowing, "inf or NaN"),
     (no_rescale_at_all, "one common shift"),
     (lambda m, l_, acc, s, v_block: (m, l_), "three tensors"),
-    (lambda m, l_, acc, s, v_block: (m[..., 0], l_, acc), "keep the shapes"),
+    (lambda m, l_, acc, s, v_block: (m[..., 0], l_, acc), "in the shapes it was given"),
     (lambda *args: 1 / 0, "ZeroDivisionError"),
     (lambda m, l_, acc, s, v_block: s @ v_block.T, "raised RuntimeError|three tensors"),
     (None, "define a function"),
@@ -210,7 +233,7 @@ def test_the_checks_hold_the_lessons_own_loop_and_step():
             rejects(check.exposing_input, q, k, v, block, match="never moves its shift")
     assert outcomes == [True, False]  # one input that exposes the lesson's bug, one that does not
     q, k, v = torch.randn(5, 4).double(), torch.randn(11, 4).double(), torch.randn(11, 2).double()
-    torch.testing.assert_close(loop(q, k, v, 3, eager), reference.attention(q, k, v)[0])
+    torch.testing.assert_close(loop(q, k, v, 3, lazy_and_right), reference.attention(q, k, v)[0])
 
 
 # ---- connected_layout: every pair within 3 layers, at most 5% of the pairs ----
@@ -226,17 +249,25 @@ def test_connected_layout_accepts_every_design_within_the_budget(capsys, layout)
 
 
 @pytest.mark.parametrize(("layout", "match"), [
-    (BlockLayout.sliding_window(64, neighbours=1) | BlockLayout.global_blocks(64, [0]), "over the budget of 5%"),
+    (BlockLayout.sliding_window(64, neighbours=1) | BlockLayout.global_blocks(64, [0]),
+     "at n = 4096 .* over the budget of 5%"),
     (BlockLayout.sliding_window(64, neighbours=1), "only after 63 layers"),
     (BlockLayout.local(64), "never hear from some others"),
     (BlockLayout.strided(64, stride=3), "never hear from some others"),
     (BlockLayout.sliding_window(64, neighbours=1, causal=True) | BlockLayout.global_blocks(64, [0]), "causal part"),
     (BlockLayout.local(32) | BlockLayout.global_blocks(32, [0]), "hold 64 positions"),
     ((BlockLayout.local(64) | BlockLayout.global_blocks(64, [0])).to_dense(4096), "a layout works for every length"),
-    (None, "still empty"),
+    (None, "is None"),
 ])
 def test_connected_layout_rejects_with_the_hint_for_the_mistake(layout, match):
     rejects(check.connected_layout, layout, match=match)
+
+
+def test_connected_layout_tries_both_lengths():
+    """A window and a global block stay within 5% at n = 8192 but not at 4096: one length alone would let it pass."""
+    wide = BlockLayout.sliding_window(64, neighbours=1) | BlockLayout.global_blocks(64, [0])
+    assert 1 - wide.sparsity(8192) <= 0.05 < 1 - wide.sparsity(4096)
+    rejects(check.connected_layout, wide, match="at n = 4096")
 
 
 def test_connected_layout_hints_do_not_name_the_constructors():
@@ -254,3 +285,18 @@ def test_an_error_while_checking_becomes_a_hint():
 
     broken = Broken(64, BlockLayout.local(64)._rule, "broken")
     rejects(check.connected_layout, broken, match="could not be checked.*RuntimeError")
+
+
+def test_the_untouched_student_copy_gets_a_one_line_hint_at_every_check(tmp_path):
+    from _student_exercises import NOTEBOOKS, check_cell_errors, run_untouched_exercises
+
+    from attention_lab.teaching.classroom import check_call_pattern
+
+    lesson = "07_block_sparse_attention.ipynb"
+    cells = run_untouched_exercises(lesson, (), tmp_path)
+    checks, failed = check_cell_errors(cells, check_call_pattern(nbformat.read(NOTEBOOKS / lesson, as_version=4)))
+    assert not failed, failed
+    assert len(checks) == 4
+    for errors in checks:
+        assert [e["ename"] for e in errors] == ["NotYet"] and len(errors[0]["traceback"]) == 1
+        assert "Not yet:" in errors[0]["traceback"][0]

@@ -94,3 +94,16 @@ def test_the_cost_benchmark_writes_a_csv_the_reader_reads(tmp_path):
         for name in ("naive (attention_lab)", "blockwise (attention_lab)", "F.scaled_dot_product_attention")]
     assert all(float(r["fastest_ms"]) > 0 and int(r["peak_bytes"]) > 0 for r in results.rows)
     assert results.machine.startswith(results.rows[0]["machine"] + ", 1 thread, torch ")
+
+
+def test_series_gives_one_value_per_length_for_each_complete_variant(tmp_path):
+    path = tmp_path / "bench.csv"
+    path.write_text("machine,threads,torch,date,n,variant,ms\n"
+                    + "".join(f"M,2,t,d,{n},{name},{value}\n" for n, name, value in
+                              [(2048, "a", 4.0), (1024, "a", 1.0), (1024, "b", 2.0), (1024, "c", 3.0),
+                               (2048, "c", 5.0)]), encoding="utf-8")
+    lengths, series = read_results(path).series("ms")
+    assert lengths == [1024, 2048] and series == {"a": [1.0, 4.0], "c": [3.0, 5.0]}  # b lacks n = 2048
+    with pytest.raises(ValueError, match="expected a column of bench.csv"):
+        read_results(path).series("seconds")
+    assert read_results(tmp_path / "none.csv").series("ms") == ([], {})

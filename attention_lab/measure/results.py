@@ -60,6 +60,25 @@ class BenchmarkResults:
     busy: bool = False
     missing: str = ""
 
+    def series(self, column: str, *, length: str = "n", variant: str = "variant",
+               ) -> tuple[list[int], dict[str, list[float]]]:
+        """One column of the rows as series to plot or to conclude from: the lengths, increasing, and for each
+        variant (in order of first appearance) its value at each of them. A variant without a row at some length
+        (a run that failed there) is left out. Empty when the file is missing.
+
+        Shape: ``lengths`` (n,), each series (n,).
+        """
+        for name in (column, length, variant):
+            if self.rows and name not in self.rows[0]:
+                fail("BenchmarkResults.series", f"expected a column of {self.path.name} ({list(self.rows[0])}), "
+                                                f"got {name!r}")
+        lengths = sorted({int(row[length]) for row in self.rows})
+        table: dict[str, dict[int, float]] = {}
+        for row in self.rows:
+            table.setdefault(row[variant], {})[int(row[length])] = float(row[column])
+        return lengths, {name: [values[n] for n in lengths] for name, values in table.items()
+                         if set(values) == set(lengths)}
+
 
 def read_results(name: str | os.PathLike) -> BenchmarkResults:
     """The rows of ``benchmarks/results/<name>`` and their machine label; a path (not a bare file name) is read as

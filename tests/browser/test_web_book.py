@@ -23,7 +23,7 @@ from _book import ROOT, book_html, discover
 pytestmark = pytest.mark.browser
 
 EDITIONS = discover(ROOT)
-PREFERRED = ("02", "07", "09")  # a deep dive and a figure; three deep dives and an error; a widget and five figures
+PREFERRED = ("02", "07", "09")  # a deep dive and a figure; four deep dives and an error; a widget and five figures
 SHOTS = Path(os.environ.get("ATTENTION_LAB_SCREENSHOTS", ld.REPO / "browser-screenshots")) / "book"
 PAGE_S = 30  # one page: load, images, MathJax; seconds on a busy 2-core machine are a few
 

@@ -1,0 +1,83 @@
+"""Checks whose answer is a function of the sizes (lesson 06): call it on several sizes, and name the mistake.
+
+The sizes are chosen so that the common wrong formulas give numbers different from the right one and from each
+other. :func:`check_function` accepts a function that matches the right formula on every size; one that matches a
+wrong formula on every size gets that formula's hint; one that ignores an argument (the answer stays the same
+when the argument doubles), or is right for the exercise's example only, is told so; a function that calls the
+library's own answer is asked for the arithmetic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from ...i18n import Message, msg
+from ._core import call_learner, fallback_hint, hint, whole_number
+
+Case = Mapping[str, int]
+Formula = Callable[..., float]
+
+LIBRARY = ("attention_flops", "attention_memory_bytes")  # what the exercises ask the learner to work out by hand
+
+
+def _learner_values(fn: object, cases: Sequence[Case]) -> list[int]:
+    """The learner's function on every case (its arguments in the order of the exercise's def line), each result a
+    whole number; errors and non-numbers become hints."""
+    code = getattr(fn, "__code__", None)
+    names = {*getattr(code, "co_names", ()), *getattr(code, "co_freevars", ())}  # globals, attributes, closures
+    used = sorted(names.intersection(LIBRARY))
+    if used:
+        hint(msg("your function calls {used}: that is the library's answer; write the arithmetic yourself, from "
+                 "the sizes it is given", used=", ".join(used)))
+    return [whole_number(call_learner(fn, *case.values()), msg("what {name} returns", name=_name(fn)))
+            for case in cases]
+
+
+def _name(fn: object) -> str:
+    name = getattr(fn, "__name__", "")
+    return name if name.isidentifier() else "your function"
+
+
+def _ignores(fn: object, case: Case, key: str, right: Formula) -> bool:
+    """Whether the learner's result stays the same when ``key`` doubles, where the right answer changes."""
+    doubled = {**case, key: 2 * case[key]}
+    if right(**doubled) == right(**case):
+        return False
+    before, after = _learner_values(fn, [case, doubled])
+    return before == after
+
+
+def _shown(case: Case) -> str:
+    return ", ".join(f"{key}={value}" for key, value in case.items())
+
+
+def check_function(fn: object, cases: Sequence[Case], right: Formula, mistakes: Sequence[tuple[Formula, Message]],
+                    *, fallback: Message, also_right: Sequence[Formula] = (), probe: bool = True,
+                    more_mistakes: Callable[[list[int]], None] | None = None) -> tuple[list[int], Formula]:
+    """Compare ``fn`` with ``right`` (or a formula of ``also_right``) on every case and return the learner's values
+    and the formula they follow. Otherwise: a wrong formula matched on every case gets its hint; a function right
+    for the exercise's example only, or one that ignores an argument, is told so; ``more_mistakes(values)`` may
+    give a hint of its own; else the ``fallback`` hint. ``probe`` doubles each argument in turn to find one the
+    function ignores (for exact products; a rounded answer such as a batch may stay put when an argument doubles).
+
+    Shape: no tensors; each case maps the function's arguments, in its def line's order, to whole numbers.
+    """
+    got = _learner_values(fn, cases)
+    for formula in (right, *also_right):
+        if got == [formula(**case) for case in cases]:
+            return got, formula
+    for formula, message in mistakes:
+        if got == [formula(**case) for case in cases]:
+            hint(message)
+    ignored = [key for key in cases[0] if probe and _ignores(fn, cases[0], key, right)]
+    if ignored:
+        hint(msg("{name} gives the same number when {args} doubles, and it should not: compute the answer from "
+                 "the arguments, not from numbers of the example", name=_name(fn), args=" or ".join(ignored)))
+    expected = [right(**case) for case in cases]
+    if got[0] == expected[0]:  # the exercise's example is right, another size is not
+        miss = next(case for case, mine, want in zip(cases, got, expected) if mine != want)
+        hint(msg("{name} is right for the exercise's sizes but not for {miss}: check each factor against the "
+                 "arguments", name=_name(fn), miss=_shown(miss)))
+    if more_mistakes is not None:
+        more_mistakes(got)
+    fallback_hint(fallback)
