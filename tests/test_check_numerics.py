@@ -70,4 +70,4 @@ def test_names_the_fragile_cell_under_each_other_path_and_the_cell_that_raises(c
     assert "raised AssertionError: a claim that does not hold" in out
     for passing in ("cell setup", "cell exact", "cell tagged"):
         assert passing not in out, out
-    assert "1 compared output(s) changed, 1 cell(s) raised" in out
+    assert "1 cell(s) changed a compared output, 1 cell(s) raised" in out

@@ -110,6 +110,12 @@ for name, t in cases.items():
 '''
 
 
+def describe_path(name: str) -> str:
+    if name == "perturbed":
+        return "float32 products moved by one unit in the last place"
+    return " ".join(f"{key}={value}" for key, value in PATHS[name].items()) or "nothing changed"
+
+
 def path_env(name: str, startup_dir: Path) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if key not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR")}
     env.update(PATHS[name])
@@ -218,8 +224,9 @@ def probe(paths: list[str], startup_dir: Path) -> None:
     for name in paths:
         isa, hashes = run(path_env(name, startup_dir), PERTURB_STARTUP if name == "perturbed" else "")
         changed = [case for case, digest in hashes.items() if digest != native_hashes[case]]
+        nothing = "nothing (the control)" if name == "native" else "NOTHING: here it checks no other path"
         print(f"  {name:<10} ATen {isa.split()[0]}, {isa.split()[1]} thread(s); changes: "
-              f"{', '.join(changed) if changed else 'NOTHING (this path computes what the native one does)'}")
+              f"{', '.join(changed) if changed else nothing}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -247,10 +254,10 @@ def main(argv: list[str] | None = None) -> int:
                       flush=True)
     for f in sorted(findings, key=lambda f: (f.notebook, f.code_cell, f.path)):
         print(f"\n{f.notebook}, cell {f.cell_id} (nbval's Cell {f.code_cell}), numeric path {f.path} "
-              f"({' '.join(f'{k}={v}' for k, v in PATHS[f.path].items()) or 'products perturbed'}): {f.what}")
+              f"({describe_path(f.path)}): {f.what}")
     changed = {(f.notebook, f.cell_id) for f in findings if f.what.startswith("output differs")}
     raised = {(f.notebook, f.cell_id) for f in findings} - changed
-    summary = (f"{len(changed)} compared output(s) changed, {len(raised)} cell(s) raised" if findings else
+    summary = (f"{len(changed)} cell(s) changed a compared output, {len(raised)} cell(s) raised" if findings else
                "every compared output is the same, no cell raised")
     print(f"\ncheck_numerics: {summary}: {len(args.notebooks)} lesson(s) x {len(args.paths)} numeric path(s) "
           f"({', '.join(args.paths)}) in {time.perf_counter() - started:.0f} s")
