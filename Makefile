@@ -19,7 +19,7 @@ PYTEST_ARGS ?=
 # The web book (book/build.py): every edition of the executed lessons as HTML in build/book/html, checked.
 BOOK := $(BIN)/python -m book.build --out build/book
 
-.PHONY: lab student test book notebooks editions clean-venv
+.PHONY: lab student test test-numerics book notebooks editions clean-venv
 
 $(VENV)/.requirements.stamp: requirements.txt pyproject.toml tools/install_env.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -63,6 +63,13 @@ test: $(VENV)/.dev.stamp
 # Read the lessons on the web: build/book/html/index.html (README "The web book"). It never executes a lesson.
 book: $(VENV)/.dev.stamp
 	$(BOOK)
+
+# Every lesson again under two other numeric code paths (ATen's AVX2 kernels, as on a CPU without AVX-512; ATen's
+# plain kernels with MKL's compatible path and one thread), comparing what nbval compares: an output that another
+# CPU would print differently fails, naming the lesson, the cell and the path (tools/check_numerics.py; CI runs it
+# after make test). One lesson: make test-numerics NB=notebooks/10_efficient_attention.ipynb
+test-numerics: $(VENV)/.dev.stamp
+	$(BIN)/python tools/check_numerics.py --jobs $(WORKERS) $(or $(NB),notebooks/*.ipynb)
 
 # Maintainers: re-execute lessons in place (all, or NB="notebooks/02_*.ipynb") after changing them.
 notebooks: $(VENV)/.dev.stamp

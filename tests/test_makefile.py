@@ -104,3 +104,12 @@ def test_make_lab_edition_opens_that_editions_student_copies(scratch):
     assert len(jupyter) == 1 and "--LabApp.default_url=/lab/tree/student/zh-CN " in jupyter[0] + " ", plan
     wrong = subprocess.run([MAKE, "-n", "lab", "EDITION=fr"], cwd=scratch, capture_output=True, text=True)
     assert wrong.returncode != 0 and "EDITION must be zh-CN or zh-TW" in wrong.stderr
+
+
+def test_make_test_numerics_runs_every_lesson_under_other_numeric_paths_apart_from_make_test(scratch):
+    plan = _make(scratch, "-n", "test-numerics").stdout
+    assert "install_env.py" not in plan, plan
+    assert "tools/check_numerics.py --jobs 2 notebooks/*.ipynb" in plan, plan
+    one = _make(scratch, "-n", "test-numerics", "NB=notebooks/00_first.ipynb").stdout
+    assert "tools/check_numerics.py --jobs 2 notebooks/00_first.ipynb" in one, one
+    assert "check_numerics" not in _make(scratch, "-n", "test").stdout, "make test keeps its time budget"
