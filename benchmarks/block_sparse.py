@@ -22,7 +22,8 @@ Targets:
    forward + backward works (FlexAttention has no backward on CPU in torch 2.13).
 2. blockwise exact at n = 4096: forward within 1.5x of F.scaled_dot_product_attention; forward + backward peak
    memory at most 1/10 of naive attention's.
-Then the sweep n = 1k ... 16k: forward time and peak memory for the four variants, and the crossover.
+Then the sweep n = 1024 ... 16384 (fastest of 5 interleaved rounds): forward time and peak memory for the four
+variants, and the crossover.
 """
 
 from __future__ import annotations
@@ -194,7 +195,8 @@ def sweep(lengths: list[int], rounds: int, use_flex: bool, block_size: int) -> l
             except Exception as error:
                 print(f"{n:>6} flex_attention failed: {type(error).__name__}: {str(error).splitlines()[0][:100]}")
         with torch.no_grad():
-            result = timing.compare(fns, baseline="F.scaled_dot_product_attention", rounds=rounds, min_time=1e-3)
+            result = timing.compare(fns, baseline="F.scaled_dot_product_attention", rounds=rounds, min_time=0.05,
+                                    warmup=2)
             load = f"{os.getloadavg()[0]:.1f}"
             for name, fn in fns.items():
                 peak = measure_peak_memory(fn).peak_bytes
@@ -234,7 +236,9 @@ def main() -> None:
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, OMP_PROC_BIND={os.environ['OMP_PROC_BIND']} "
           f"OMP_PLACES={os.environ['OMP_PLACES']}, CPU capability {torch.backends.cpu.get_cpu_capability()}; "
-          f"load average {os.getloadavg()[0]:.1f} (other processes make these figures provisional)")
+          f"load average {os.getloadavg()[0]:.1f}"
+          + (" (above the thread count: other processes make these figures provisional)"
+             if os.getloadavg()[0] > args.threads else ""))
     both = not (args.targets or args.sweep)
     if args.targets or both:
         target_block_sparse(args.rounds, not args.no_flex)
@@ -242,7 +246,7 @@ def main() -> None:
     if args.csv and args.targets and not args.sweep:
         parser.error("--csv writes the sweep's figures: run it with --sweep (or without --targets)")
     if args.sweep or both:
-        rows = sweep(args.lengths, max(1, args.rounds // 2), not args.no_flex, args.block_sizes[0])
+        rows = sweep(args.lengths, args.rounds, not args.no_flex, args.block_sizes[0])
         if args.csv:
             write_csv(rows, args.csv)
 

@@ -90,8 +90,9 @@ def main() -> None:
                         help="write the figures to PATH (default benchmarks/results/rnn_vs_attention.csv)")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {timing.LESSON_THREADS} thread, OMP_PROC_BIND={os.environ['OMP_PROC_BIND']} "
-          f"OMP_PLACES={os.environ['OMP_PLACES']}; load average {os.getloadavg()[0]:.1f} (above 1, other processes "
-          f"make these figures provisional)")
+          f"OMP_PLACES={os.environ['OMP_PLACES']}; load average {os.getloadavg()[0]:.1f}"
+          + (" (above the thread count: other processes make these figures provisional)"
+             if os.getloadavg()[0] > timing.LESSON_THREADS else ""))
     rows = measure(sorted(args.lengths), args.rounds)
     n = [int(row["n"]) for row in rows]
     print(conclusions.crossover(n, [float(row["ratio"]) for row in rows], name="one attention call",
