@@ -74,7 +74,6 @@ def plot_budget_errors(errors: Mapping[str, tuple[Sequence[float], Sequence[floa
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_ylim(bottom=EXACT / 1.5)
-    ax.axhline(EXACT, color="grey", linewidth=0.6, linestyle=":")
     ax.annotate("exact (float32 rounding)", (0.01, EXACT), xycoords=("axes fraction", "data"), xytext=(0, 3),
                 textcoords="offset points", fontsize=7, color="grey")
     _finish_axes(ax, xlabel=xlabel, ylabel="relative error of the output", title=title)
