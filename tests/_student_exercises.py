@@ -4,6 +4,7 @@ showed comes back, so a test can check that every check answers the untouched st
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -20,8 +21,8 @@ def run_untouched_exercises(lesson: str, needed: tuple[str, ...], tmp_path: Path
 
     solution = nbformat.read(NOTEBOOKS / lesson, as_version=4)
     student, _ = classroom.student_notebook(solution)
-    start = next(i for i, c in enumerate(student.cells)
-                 if c.cell_type == "markdown" and c.source.lstrip().startswith("## Exercises"))
+    start = next(i for i, c in enumerate(student.cells)  # "## Exercises", or numbered: "## 7. Exercises"
+                 if c.cell_type == "markdown" and re.match(r"## (\d+\. )?Exercises", c.source.lstrip()))
     first_code = next(i for i, c in enumerate(student.cells) if c.cell_type == "code")
     keep = [c for i, c in enumerate(student.cells)
             if c.cell_type == "code" and (i == first_code or c.get("id") in needed or i > start)]
