@@ -45,3 +45,18 @@ def check_cell_errors(cells: list[tuple[str, list[dict]]], pattern) -> tuple[lis
         elif errors:
             failed.append(source)
     return checks, failed
+
+
+def assert_every_check_answers_an_untouched_copy(lesson: str, needed: tuple[str, ...], tmp_path: Path,
+                                                 checks_expected: int) -> None:
+    """The untouched student copy of ``notebooks/<lesson>``: every check cell (``checks_expected`` of them) shows
+    the one line "Not yet: ... NotImplementedError ...", and no other cell fails."""
+    from attention_lab.teaching.classroom import check_call_pattern
+
+    cells = run_untouched_exercises(lesson, needed, tmp_path)
+    checks, failed = check_cell_errors(cells, check_call_pattern(nbformat.read(NOTEBOOKS / lesson, as_version=4)))
+    assert not failed, failed
+    assert len(checks) == checks_expected
+    for errors in checks:
+        assert [e["ename"] for e in errors] == ["NotYet"] and len(errors[0]["traceback"]) == 1
+        assert "Not yet:" in errors[0]["traceback"][0] and "NotImplementedError" in errors[0]["traceback"][0]

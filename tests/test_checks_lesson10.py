@@ -260,16 +260,7 @@ def test_hints_never_contain_code():
 def test_the_untouched_student_copy_gets_a_one_line_hint_at_every_check(tmp_path):
     """A learner's first try: every check of the untouched student copy answers with one line, no other cell fails
     (the answer cells print nothing a stub could break)."""
-    import nbformat
-    from _student_exercises import NOTEBOOKS, check_cell_errors, run_untouched_exercises
+    from _student_exercises import assert_every_check_answers_an_untouched_copy
 
-    from attention_lab.teaching.classroom import check_call_pattern
-
-    lesson = "10_efficient_attention.ipynb"
-    cells = run_untouched_exercises(lesson, ("10-003",), tmp_path)  # q, k, v: the bug cell of exercise 3 uses them
-    checks, failed = check_cell_errors(cells, check_call_pattern(nbformat.read(NOTEBOOKS / lesson, as_version=4)))
-    assert not failed, failed
-    assert len(checks) == 4
-    for errors in checks:
-        assert [e["ename"] for e in errors] == ["NotYet"] and len(errors[0]["traceback"]) == 1
-        assert "Not yet:" in errors[0]["traceback"][0] and "NotImplementedError" in errors[0]["traceback"][0]
+    # q, k, v of section 1: exercise 3's leaky function is shown on them
+    assert_every_check_answers_an_untouched_copy("10_efficient_attention.ipynb", ("10-003",), tmp_path, 4)

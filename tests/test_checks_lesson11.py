@@ -141,16 +141,6 @@ def test_pool_kv_heads_wraps_errors_into_hints():
 def test_the_untouched_student_copy_gets_a_one_line_hint_at_every_check(tmp_path):
     """A learner's first try: every check of the untouched student copy answers with one line, no other cell fails
     (exercise 1's answer cell no longer prints the size, which raised on a stub or a string)."""
-    import nbformat
-    from _student_exercises import NOTEBOOKS, check_cell_errors, run_untouched_exercises
+    from _student_exercises import assert_every_check_answers_an_untouched_copy
 
-    from attention_lab.teaching.classroom import check_call_pattern
-
-    lesson = "11_attention_while_generating.ipynb"
-    cells = run_untouched_exercises(lesson, (), tmp_path)
-    checks, failed = check_cell_errors(cells, check_call_pattern(nbformat.read(NOTEBOOKS / lesson, as_version=4)))
-    assert not failed, failed
-    assert len(checks) == 3
-    for errors in checks:
-        assert [e["ename"] for e in errors] == ["NotYet"] and len(errors[0]["traceback"]) == 1
-        assert "Not yet:" in errors[0]["traceback"][0] and "NotImplementedError" in errors[0]["traceback"][0]
+    assert_every_check_answers_an_untouched_copy("11_attention_while_generating.ipynb", (), tmp_path, 3)
