@@ -4,6 +4,7 @@ showed comes back, so a test can check that every check answers the untouched st
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -20,8 +21,8 @@ def run_untouched_exercises(lesson: str, needed: tuple[str, ...], tmp_path: Path
 
     solution = nbformat.read(NOTEBOOKS / lesson, as_version=4)
     student, _ = classroom.student_notebook(solution)
-    start = next(i for i, c in enumerate(student.cells)
-                 if c.cell_type == "markdown" and c.source.lstrip().startswith("## Exercises"))
+    start = next(i for i, c in enumerate(student.cells)  # "## Exercises", or numbered: "## 7. Exercises"
+                 if c.cell_type == "markdown" and re.match(r"## (\d+\. )?Exercises", c.source.lstrip()))
     first_code = next(i for i, c in enumerate(student.cells) if c.cell_type == "code")
     keep = [c for i, c in enumerate(student.cells)
             if c.cell_type == "code" and (i == first_code or c.get("id") in needed or i > start)]
@@ -44,3 +45,18 @@ def check_cell_errors(cells: list[tuple[str, list[dict]]], pattern) -> tuple[lis
         elif errors:
             failed.append(source)
     return checks, failed
+
+
+def assert_every_check_answers_an_untouched_copy(lesson: str, needed: tuple[str, ...], tmp_path: Path,
+                                                 checks_expected: int) -> None:
+    """The untouched student copy of ``notebooks/<lesson>``: every check cell (``checks_expected`` of them) shows
+    the one line "Not yet: ... NotImplementedError ...", and no other cell fails."""
+    from attention_lab.teaching.classroom import check_call_pattern
+
+    cells = run_untouched_exercises(lesson, needed, tmp_path)
+    checks, failed = check_cell_errors(cells, check_call_pattern(nbformat.read(NOTEBOOKS / lesson, as_version=4)))
+    assert not failed, failed
+    assert len(checks) == checks_expected
+    for errors in checks:
+        assert [e["ename"] for e in errors] == ["NotYet"] and len(errors[0]["traceback"]) == 1
+        assert "Not yet:" in errors[0]["traceback"][0] and "NotImplementedError" in errors[0]["traceback"][0]

@@ -114,7 +114,7 @@ def hard_coded_axes(q, k, v, gamma):  # works for (n, d) inputs only
     (hard_coded_axes, "should have that shape"),
     (lambda q, k, v, gamma: q @ v, "raised RuntimeError"),
     (lambda q, k, v, gamma: decayed_quadratic(q, k, v, gamma) * 1.01, "written out by hand"),
-    (lambda q, k, v, gamma: "tensor", "should return a tensor"),
+    (lambda q, k, v, gamma: "tensor", "should be a tensor"),
     (..., "still empty"),
     (None, "define a function"),
 ])
@@ -141,8 +141,8 @@ def test_state_bytes_accepts(answer, capsys):
     (lambda layers, heads, m, dv, size: heads * m * (dv + 1) * size, "that is one layer"),
     (lambda layers, heads, m, dv, size: layers * m * (dv + 1) * size, "one head per layer"),
     (lambda layers, heads, m, dv, size: layers * heads * dv * (m + 1) * size, "one number per feature"),
-    (lambda layers, heads, m, dv, size: 3194880, "count the numbers of one head"),  # right for one model only
-    (lambda layers, heads, m, dv, size: "big", "one number of bytes"),
+    (lambda layers, heads, m, dv, size: 3194880, "same number when layers or heads"),  # right for one model only
+    (lambda layers, heads, m, dv, size: "big", "whole number"),
     (lambda layers, heads, m, dv, size: layers / 0, "raised ZeroDivisionError"),
     (None, "define a function"),
 ])
@@ -184,7 +184,7 @@ def exclusive(q, k, v):
 
 
 @pytest.mark.parametrize(("answer", "match"), [
-    (still_leaking, "changing a later token still changes earlier outputs"),
+    (still_leaking, "changing the tokens after position 0 still changes the output"),
     (exclusive, "its own key t"),
     (lambda q, k, v: causal_quadratic(q, k, v) + 0.1, "no leak left, but the values differ"),
     (lambda q, k, v: causal_quadratic(q, k, v)[..., :-1, :], "should have that shape"),
@@ -195,8 +195,72 @@ def test_fixed_causal_rejects(answer, match):
     rejects(check.fixed_causal_linear, answer, match=match)
 
 
+def test_the_parallel_form_is_named_by_its_own_name():
+    def decayed_parallel(q, k, v, gamma):
+        raise NotImplementedError
+
+    rejects(check.decayed_linear_attention, decayed_parallel, match="your decayed_parallel still raises")
+
+
+def test_a_nan_output_gets_its_own_hint_not_a_leak():
+    """A NaN (0 / 0 at position 0) is not a leak: the leak test compares finite outputs only."""
+    def nan_first(q, k, v):
+        out = causal_fixed(q, k, v)
+        out[..., 0, :] = float("nan")
+        return out
+
+    rejects(check.fixed_causal_linear, nan_first, match="NaN or inf at positions 0")
+
+
+def test_a_leak_at_one_split_point_only_is_found():
+    """Each running sum reaches one token past t: a single split point in the middle would show it, but so must the
+    first ones, and the hint names the first split that leaks."""
+    def one_too_far(q, k, v):
+        fq, fk = phi(q), phi(k)
+        running = torch.cumsum(fk[..., :, None] * v[..., None, :], dim=-3)
+        norms = torch.cumsum(fk, dim=-2)
+        running = torch.cat([running[..., 1:, :, :], running[..., -1:, :, :]], dim=-3)
+        norms = torch.cat([norms[..., 1:, :], norms[..., -1:, :]], dim=-2)
+        return (fq[..., None] * running).sum(-2) / (fq * norms).sum(-1, keepdim=True)
+
+    rejects(check.fixed_causal_linear, one_too_far, match="after position 0 still changes")
+
+
+def test_a_leak_only_past_the_middle_is_found():
+    """Only the last position reads the future (a wrap-around): the split at n - 2 finds it."""
+    def wraps(q, k, v):
+        out = causal_fixed(q, k, v).clone()
+        out[..., -2, :] = out[..., -2, :] + 0.01 * v[..., -1, :]
+        return out
+
+    rejects(check.fixed_causal_linear, wraps, match="still changes the output")
+
+
+def test_the_library_call_is_refused():
+    import attention_lab as al
+
+    rejects(check.fixed_causal_linear, lambda q, k, v: al.linear_attention(q, k, v, causal=True),
+            match="calls the library's linear_attention")
+
+
+def test_the_state_check_prints_the_comparison_the_exercise_asks_for(capsys):
+    """The answer cell no longer prints (a stub would raise there before the check): the check does, once right."""
+    check.recurrent_state_bytes(lambda layers, heads, m, dv, size: layers * heads * m * (dv + 1) * size)
+    printed = capsys.readouterr().out
+    assert printed.startswith("Correct") and "3.05 MiB" in printed and "9.16 GiB" in printed
+
+
 def test_hints_never_contain_code():
     for answer, exercise in ((no_decay, check.decayed_linear_attention), (still_leaking, check.fixed_causal_linear)):
         with pytest.raises(AssertionError) as error:
             exercise(answer)
         assert "torch." not in str(error.value) and "cumsum" not in str(error.value)
+
+
+def test_the_untouched_student_copy_gets_a_one_line_hint_at_every_check(tmp_path):
+    """A learner's first try: every check of the untouched student copy answers with one line, no other cell fails
+    (the answer cells print nothing a stub could break)."""
+    from _student_exercises import assert_every_check_answers_an_untouched_copy
+
+    # q, k, v of section 1: exercise 3's leaky function is shown on them
+    assert_every_check_answers_an_untouched_copy("10_efficient_attention.ipynb", ("10-003",), tmp_path, 4)

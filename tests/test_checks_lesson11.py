@@ -27,7 +27,28 @@ def test_cache_bytes_accepts_every_numeric_form(capsys):
 
 
 def test_cache_bytes_refuses_a_hard_coded_number():
-    rejects(check.cache_bytes, lambda *a: right_bytes(28, 4, 128, 32_768, 8, 2, 4_096), match="multiply")
+    rejects(check.cache_bytes, lambda *a: right_bytes(28, 4, 128, 32_768, 8, 2, 4_096), match="same number when")
+
+
+def test_cache_bytes_refuses_the_library_the_exercise_forbids():
+    import attention_lab as al
+
+    def calls_library(layers, kv_heads, head_dim, tokens, batch, per_value, window):
+        return al.kv_cache_bytes(num_layers=layers, num_kv_heads=kv_heads, head_dim=head_dim, batch_size=batch,
+                                 seq_len=tokens if window is None else min(tokens, window), bytes_per_value=per_value)
+
+    rejects(check.cache_bytes, calls_library, match="library's answer")
+
+
+def test_cache_bytes_prints_the_exercise_model_once_right(capsys):
+    check.cache_bytes(right_bytes)
+    assert "1.75 GiB" in capsys.readouterr().out
+
+
+def test_the_check_cases_tell_the_wrong_formulas_apart():
+    """On the check's cases every mistake it names differs from the right formula (so each hint is reachable)."""
+    for formula, _ in check._CACHE_MISTAKES:
+        assert [formula(**c) for c in check._CACHE_CASES] != [check._cache(**c) for c in check._CACHE_CASES]
 
 
 @pytest.mark.parametrize("wrong, hint", [
@@ -45,8 +66,8 @@ def test_cache_bytes_names_each_mistake(wrong, hint):
 def test_cache_bytes_turns_errors_and_wrong_types_into_hints():
     rejects(check.cache_bytes, lambda *a: 1 / 0, match="ZeroDivisionError")
     rejects(check.cache_bytes, lambda *a: None, match="is None")
-    rejects(check.cache_bytes, lambda *a: [1, 2], match="one number of bytes")
-    rejects(check.cache_bytes, 42, match="should be a function")
+    rejects(check.cache_bytes, lambda *a: [1, 2], match="whole number")
+    rejects(check.cache_bytes, 42, match="define a function cache_bytes")
 
 
 # ---- exercise 2: the positions of the new tokens ----
@@ -56,8 +77,14 @@ def test_step_positions_accepts_the_offset_in_any_integer_form(capsys):
     accepts(capsys, check.step_positions, lambda cache, t: list(range(cache.offset, cache.offset + t)))
     accepts(capsys, check.step_positions, lambda cache, t: np.arange(cache.offset, cache.offset + t))
     accepts(capsys, check.step_positions, lambda cache, t: torch.arange(t, dtype=torch.float64) + cache.offset)
-    # shifting every position by the same amount changes no score (RoPE sees distances only), so it is right too
-    accepts(capsys, check.step_positions, lambda cache, t: torch.arange(cache.offset + 1, cache.offset + t + 1))
+
+
+@pytest.mark.parametrize("shift", [1, -2, 100])
+def test_step_positions_refuses_a_constant_shift_from_a_prefilled_cache(shift):
+    """From an empty cache a constant shift cancels under RoPE; from a cache a prompt filled (its keys rotated at
+    0, 1, ...) it does not, and the check decodes from one."""
+    rejects(check.step_positions, lambda cache, t: torch.arange(cache.offset, cache.offset + t) + shift,
+            match=f"off by {shift}")
 
 
 @pytest.mark.parametrize("wrong, hint", [
@@ -65,6 +92,7 @@ def test_step_positions_accepts_the_offset_in_any_integer_form(capsys):
     (lambda cache, t: torch.arange(len(cache), len(cache) + t), "stops growing once a sliding cache is full"),
     (lambda cache, t: torch.full((t,), cache.offset), "its own position"),
     (lambda cache, t: torch.arange(t) * 2 + cache.offset, "differs from running the layer"),
+    (lambda cache, t: torch.arange(t) + len(cache), "stops growing once a sliding cache is full"),
     (lambda cache, t: torch.arange(cache.offset, cache.offset + 1), r"one position per new token: shape \(4,\)"),
     (lambda cache, t: torch.arange(t) + 0.5, "whole numbers"),
 ])
@@ -108,3 +136,11 @@ def test_pool_kv_heads_names_each_mistake(wrong, hint):
 
 def test_pool_kv_heads_wraps_errors_into_hints():
     rejects(check.pool_kv_heads, lambda w, h, kv: w.view(kv, -1, 7), match="RuntimeError")
+
+
+def test_the_untouched_student_copy_gets_a_one_line_hint_at_every_check(tmp_path):
+    """A learner's first try: every check of the untouched student copy answers with one line, no other cell fails
+    (exercise 1's answer cell no longer prints the size, which raised on a stub or a string)."""
+    from _student_exercises import assert_every_check_answers_an_untouched_copy
+
+    assert_every_check_answers_an_untouched_copy("11_attention_while_generating.ipynb", (), tmp_path, 3)

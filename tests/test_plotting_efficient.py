@@ -53,3 +53,19 @@ def test_lra_bubbles_one_panel_per_title_and_needs_the_reference():
     assert len(fig.axes) == 2 and [len(ax.collections) for ax in fig.axes] == [2, 2] and renders(fig)
     with pytest.raises(ValueError, match=r"must include the reference attention 'softmax'"):
         plotting.plot_lra_bubbles({"x": rows[1:]})
+
+
+def test_lra_bubbles_have_a_key_for_names_and_sizes_and_no_labels_on_the_bubbles():
+    rows = [{"attention": a, "accuracy": 0.5, "steps_per_s": 2.0, "peak_bytes": m}
+            for a, m in (("softmax", 100), ("linear", 20), ("performer", 400))]
+    fig = plotting.plot_lra_bubbles({"recall": rows})
+    labels = [text.get_text() for legend in fig.legends for text in legend.get_texts()]
+    assert labels[:3] == ["softmax", "linear", "performer"]
+    assert labels[3:] == [f"{f}x softmax's peak memory" for f in (1, 2, 4)]
+    assert not fig.axes[0].texts and renders(fig)  # the names sit in the key, not over bubbles at the same spot
+
+
+def test_budget_errors_draw_an_exact_budget_on_the_floor_not_at_its_rounding_error():
+    fig = plotting.plot_budget_errors({"top-k": ([0.25, 0.5, 1.0], [0.3, 0.1, 2e-7])})
+    line = fig.axes[0].lines[0]
+    assert line.get_ydata()[-1] == pytest.approx(1e-3) and fig.axes[0].get_ylim()[0] > 1e-4

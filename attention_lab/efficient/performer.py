@@ -8,7 +8,8 @@ stacked as the rows of W (m x d) and
 phi(q) . phi(k) is an unbiased estimate of exp(q . k). Scaling q and k by d^(-1/4) first makes it estimate
 exp(q . k / sqrt(d)), softmax's weight, and linear attention's associativity does the rest: O(n m d) time, no i x j
 matrix. The estimate's error falls as m grows (roughly as 1/sqrt(m)). Orthogonal rows (blocks of d orthonormal
-directions, each row rescaled to the length of a Gaussian vector) lower it further at the same m.
+directions, uniformly random, each row rescaled to the length of a Gaussian vector) lower it at the same m, the more
+so the larger d (tests/test_efficient_family.py measures both up to 4096 features).
 
 Each feature vector is multiplied by a constant to keep exp() from overflowing: for a query the largest of its own
 logits, for keys the largest logit over all keys of that (batch, head). A constant per query cancels in that query's
@@ -38,8 +39,9 @@ def performer_projection(head_dim: int, num_features: int, *, seed: int = 0, ort
     """The random matrix W of FAVOR+: ``num_features`` rows, each a direction w ~ N(0, I_d); the same for a seed.
 
     ``orthogonal=True`` draws the rows in blocks of ``head_dim`` mutually orthogonal directions (QR of a Gaussian
-    matrix), each rescaled to the length of an independent Gaussian vector, so every row is still N(0, I_d).
-    Drawn in float64 on the CPU from its own generator (the global random state is not touched), then converted.
+    matrix, signs fixed so that the directions are uniformly random), each rescaled to the length of an independent
+    Gaussian vector, so every row is still N(0, I_d). Drawn in float64 on the CPU from its own generator (the global
+    random state is not touched), then converted.
 
     Shape: -> W ``(m, d)`` with m = num_features, d = head_dim.
     """
@@ -55,7 +57,10 @@ def performer_projection(head_dim: int, num_features: int, *, seed: int = 0, ort
         blocks = []
         for _ in range(math.ceil(m / d)):
             gaussian = torch.randn(d, d, generator=generator, dtype=torch.float64)  # (d, d)
-            basis, _ = torch.linalg.qr(gaussian)  # columns: d orthonormal directions
+            basis, triangle = torch.linalg.qr(gaussian)  # columns: d orthonormal directions
+            # QR fixes each column's sign by its own convention, which biases the directions; flipping each column
+            # to the sign of R's diagonal makes the basis uniformly random (Haar), so each row points anywhere
+            basis = basis * torch.sign(torch.diagonal(triangle))  # (d, d)
             blocks.append(basis.T)  # rows: the directions, (d, d)
         lengths = torch.randn(m, d, generator=generator, dtype=torch.float64).norm(dim=-1, keepdim=True)  # (m, 1)
         w = torch.cat(blocks)[:m] * lengths  # (m, d)

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
 
 from ._base import WEIGHTS_CMAP, _as_matrix, _finish_axes, _new_axes
 from ._fonts import Figure
@@ -47,11 +48,16 @@ def plot_attention_family(weights: Mapping[str, torch.Tensor], *, ncols: int = 5
     return fig
 
 
+EXACT = 1e-3  # where plot_budget_errors draws an error that is float32 rounding only (below 1e-5)
+
+
 def plot_budget_errors(errors: Mapping[str, tuple[Sequence[float], Sequence[float]]],
                        baseline: Mapping[str, tuple[Sequence[float], Sequence[float]]] | None = None, *,
                        ax: Axes | None = None, xlabel: str = "budget: numbers each query combines / n",
                        title: str | None = "approximation error against budget") -> Figure:
     """Relative error against budget, one line per method; ``baseline`` (e.g. random inputs) dashed, same colour.
+    An error below ``EXACT`` (float32 rounding: the method is exact at that budget) is drawn on the axis' floor,
+    ``EXACT``, so that a rounding error of 1e-7 does not stretch the axis down to it.
 
     Shape: ``errors[name] = (budgets, relative errors)``, two sequences of one length.
     """
@@ -60,13 +66,16 @@ def plot_budget_errors(errors: Mapping[str, tuple[Sequence[float], Sequence[floa
     for index, (name, (budget, error)) in enumerate(errors.items()):
         if len(budget) != len(error):
             raise ValueError(f"plot_budget_errors(): {name!r} has {len(budget)} budgets and {len(error)} errors")
-        line, = ax.plot(budget, [max(e, 1e-8) for e in error], marker=_MARKERS[index % len(_MARKERS)], label=name)
+        line, = ax.plot(budget, [max(e, EXACT) for e in error], marker=_MARKERS[index % len(_MARKERS)], label=name)
         colours[name] = line.get_color()
     for name, (budget, error) in (baseline or {}).items():
-        ax.plot(budget, [max(e, 1e-8) for e in error], linestyle="--", color=colours.get(name), alpha=0.6,
+        ax.plot(budget, [max(e, EXACT) for e in error], linestyle="--", color=colours.get(name), alpha=0.6,
                 label=f"{name} (random q, k, v)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    ax.set_ylim(bottom=EXACT / 1.5)
+    ax.annotate("exact (float32 rounding)", (0.01, EXACT), xycoords=("axes fraction", "data"), xytext=(0, 3),
+                textcoords="offset points", fontsize=7, color="grey")
     _finish_axes(ax, xlabel=xlabel, ylabel="relative error of the output", title=title)
     return fig
 
@@ -104,7 +113,9 @@ def plot_ratio_sweep(rows: Sequence[Mapping[str, object]], *, baseline: str = "S
 def plot_lra_bubbles(panels: Mapping[str, Sequence[Mapping[str, object]]], *, reference: str = "softmax",
                      title: str | None = None) -> Figure:
     """Long Range Arena's chart, one panel per title: accuracy against training speed relative to ``reference``,
-    bubble area proportional to peak memory (the reference's bubble has the same size in every panel).
+    bubble area proportional to peak memory (the reference's bubble has the same size in every panel). A key under
+    the panels gives each colour's attention (a legend, so names never overlap the bubbles or each other) and the
+    bubble sizes of 1x, 2x and 4x the reference's peak memory.
 
     Each panel's rows are the benchmark's results for one task and one n, one or more rows (seeds) per attention.
 
@@ -115,6 +126,8 @@ def plot_lra_bubbles(panels: Mapping[str, Sequence[Mapping[str, object]]], *, re
         raise ValueError(f"{fn}(): expected at least one panel of rows, got none")
     fig = Figure(figsize=(5.2 * len(panels), 4.4), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    names = list(dict.fromkeys(str(row["attention"]) for rows in panels.values() for row in rows))
+    colour = {name: f"C{index % 10}" for index, name in enumerate(names)}  # one colour per attention, every panel
     for ax, (panel, rows) in zip(axes, panels.items()):
         by_name: dict[str, list[Mapping[str, object]]] = {}
         for row in rows:
@@ -127,11 +140,10 @@ def plot_lra_bubbles(panels: Mapping[str, Sequence[Mapping[str, object]]], *, re
             return sum(float(r[key]) for r in by_name[name]) / len(by_name[name])
 
         ref_speed, ref_memory = mean(reference, "steps_per_s"), mean(reference, "peak_bytes")
-        for index, name in enumerate(by_name):
+        for name in by_name:
             speed, accuracy = mean(name, "steps_per_s") / ref_speed, mean(name, "accuracy")
             area = 300.0 * mean(name, "peak_bytes") / ref_memory  # the reference's bubble: 300 points^2
-            ax.scatter([speed], [accuracy], s=area, alpha=0.45, color=f"C{index % 10}", edgecolors="black")
-            ax.annotate(name, (speed, accuracy), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            ax.scatter([speed], [accuracy], s=area, alpha=0.45, color=colour[name], edgecolors="black")
         ax.set_xscale("log", base=2)
         ax.axvline(1.0, color="black", linewidth=0.6)
         ax.set_ylim(-0.05, 1.1)
@@ -139,6 +151,12 @@ def plot_lra_bubbles(panels: Mapping[str, Sequence[Mapping[str, object]]], *, re
         ax.set_ylabel("held-out accuracy")
         ax.grid(True, alpha=0.3)
         ax.set_title(panel, fontsize=9)
+    attention_key = [Line2D([], [], linestyle="", marker="o", markersize=7, alpha=0.6, color=colour[name],
+                            markeredgecolor="black", label=name) for name in names]
+    size_key = [Line2D([], [], linestyle="", marker="o", markersize=(300.0 * factor) ** 0.5, alpha=0.3, color="grey",
+                       markeredgecolor="black", label=f"{factor}x {reference}'s peak memory") for factor in (1, 2, 4)]
+    fig.legend(handles=attention_key + size_key, loc="outside lower center", ncols=min(len(names) + 3, 6),
+               fontsize=7, frameon=False)
     if title:
         fig.suptitle(title, fontsize=10)
     return fig

@@ -1,4 +1,5 @@
-"""Checks whose answer is a function of the sizes (lesson 06): call it on several sizes, and name the mistake.
+"""Checks whose answer is a function of the sizes (lessons 06, 10 and 11): call it on several sizes, and name the
+mistake.
 
 The sizes are chosen so that the common wrong formulas give numbers different from the right one and from each
 other. :func:`check_function` accepts a function that matches the right formula on every size; one that matches a
@@ -17,7 +18,7 @@ from ._core import call_learner, fallback_hint, hint, whole_number
 Case = Mapping[str, int]
 Formula = Callable[..., float]
 
-LIBRARY = ("attention_flops", "attention_memory_bytes")  # what the exercises ask the learner to work out by hand
+LIBRARY = ("attention_flops", "attention_memory_bytes", "kv_cache_bytes")  # what the exercises ask to work out by hand
 
 
 def _learner_values(fn: object, cases: Sequence[Case]) -> list[int]:
