@@ -13,6 +13,7 @@ from ...i18n import Message, msg
 from ...models.training import evaluate
 from ._calls import recording_calls
 from ._core import NONE_HINT, as_tensor, call_learner, close, correct, fallback_hint, guard_errors, hint, learner_name
+from ._lesson09_mistakes import rollout_mistakes
 
 
 def _random_attention(layers: int, b: int, h: int, n: int, seed: int,
@@ -197,52 +198,6 @@ def smallest_head_set(answer: object, model: torch.nn.Module, task: object, *, t
                       "the heads, not only one head at a time", count=sum(key), threshold=threshold))
 
 
-def _rollout_mistakes(attention: torch.Tensor, residual: float) -> list[tuple[torch.Tensor, Message]]:
-    attention = attention.double()
-    eye = torch.eye(attention.shape[-1], dtype=attention.dtype)
-
-    def product(layers: list[torch.Tensor], later_on_left: bool = True) -> torch.Tensor:
-        result = layers[0]
-        for layer in layers[1:]:
-            result = layer @ result if later_on_left else result @ layer
-        return result
-
-    mixed = [residual * eye + (1 - residual) * a.mean(dim=1) for a in attention]  # (b, i, j) per layer
-    mistakes = [
-        (product(mixed, later_on_left=False), msg("multiply in the order the layers act: later layers on the left, "
-                                                  "R = A'_{{L-1}} ... A'_1 A'_0")),
-        (product([a.mean(dim=1) for a in attention]), msg("add the residual path first: each block also passes its "
-                                                          "input straight on, so mix the identity into every layer")),
-        (product([residual * eye + (1 - residual) * a[:, 0] for a in attention]),
-         msg("average the heads of each layer (the mean over the head axis) before you mix in the residual")),
-        (product([residual * eye + (1 - residual) * a.sum(dim=1) for a in attention]),
-         msg("average the heads, don't add them: each mixed layer's rows must still sum to 1")),
-        (product([(1 - residual) * eye + residual * a.mean(dim=1) for a in attention]),
-         msg("the residual share multiplies the identity: A' = r * I + (1 - r) * mean of heads")),
-        (product([eye + a.mean(dim=1) for a in attention]),
-         msg("mix the identity in, don't just add it: A' = r * I + (1 - r) * mean of heads keeps each row summing "
-             "to 1")),
-        (product([residual * eye + (1 - residual) * a.mean(dim=0) for a in attention]),
-         msg("average over the heads (the second axis of each layer's (b, h, i, j) attention), not over the batch")),
-        (product([m.transpose(-2, -1) for m in mixed], later_on_left=False).transpose(-2, -1),
-         msg("multiply in the order the layers act: later layers on the left, R = A'_{{L-1}} ... A'_1 A'_0")),
-        (product([m.transpose(-2, -1) for m in mixed]),
-         msg("rows are queries: use each layer's weights as they are (row i: where query i looks), not transposed")),
-    ]
-    if residual != 0.5:
-        mistakes.append((product([0.5 * eye + 0.5 * a.mean(dim=1) for a in attention]),
-                         msg("use the residual share you are given, not a fixed one half")))
-    if len(mixed) > 2:
-        mistakes.append((product(mixed[:2]), msg("use every layer, however many there are, not only the first two")))
-    if len(mixed) > 1:
-        mistakes.append((mixed[-1], msg("multiply every layer's mixed matrix, not only the last")))
-        mistakes.append((mixed[0], msg("multiply every layer's mixed matrix, not only the first")))
-        mistakes.append((torch.stack([product(mixed[: k + 1]) for k in range(len(mixed))]),
-                         msg("return the rollout through all the layers, one (i, j) matrix per sequence, not one "
-                             "matrix after each layer")))
-    return mistakes
-
-
 # (layers, b, h, n, residual, seed, dtype): the model's float32 first, then other depths and shares, float64 last
 _ROLLOUT_CASES = ((2, 3, 2, 5, 0.5, 1, torch.float32), (3, 2, 4, 6, 0.2, 2, torch.float32),
                   (1, 1, 3, 4, 0.7, 3, torch.float32), (4, 2, 3, 5, 0.35, 4, torch.float64))
@@ -284,7 +239,7 @@ def general_rollout(fn: Callable[[torch.Tensor, float], torch.Tensor]) -> None:
         expected = attention_rollout(attention.double(), residual=residual)
         if close(got, expected, atol=1e-5, rtol=1e-5):
             continue
-        for wrong, message in _rollout_mistakes(attention, residual):
+        for wrong, message in rollout_mistakes(attention, residual):
             if close(got, wrong, atol=1e-5, rtol=1e-5):
                 hint(message)
         if got.shape != expected.shape:
