@@ -93,6 +93,7 @@ def test_hints_name_the_learners_function():
     assert "your factor divides by zero" in hint_of(check.inverse_sqrt_schedule, factor)
     assert "your pre_ln changed x in place" in hint_of(check.pre_ln_block, pre_ln)
     assert "your clip still raises NotImplementedError" in hint_of(check.clip_by_total_norm, clip)
+
     def first_step(w, g, lr):  # an argument short
         return w, w
 
