@@ -149,6 +149,12 @@ WRONG_POOL = [
     ("rows pooled inside the heads", lambda w, h, kv: w.unflatten(0, (kv, -1, h // kv)).mean(2).flatten(0, 1),
      "neighbouring rows"),
     ("transposed", lambda w, h, kv: pool_loop(w, h, kv).T, r"shape \(h_kv d, e\)"),
+    ("summed, divided by the number of heads", lambda w, h, kv: w.unflatten(0, (kv, h // kv, -1)).sum(1).flatten(0, 1)
+     / h, "scaled by"),
+    ("summed, divided by the number of kv heads",
+     lambda w, h, kv: w.unflatten(0, (kv, h // kv, -1)).sum(1).flatten(0, 1) / kv, "scaled by|don't add them up"),
+    ("half the mean", lambda w, h, kv: 0.5 * pool_loop(w, h, kv), "scaled by 0.5"),
+    ("the median", lambda w, h, kv: w.unflatten(0, (kv, h // kv, -1)).median(1).values.flatten(0, 1), "median"),
     ("the first h_kv heads", lambda w, h, kv: w[: kv * (w.shape[0] // h)], GENERIC),
     ("right for 8 heads only", lambda w, h, kv: pool_loop(w, h, kv) if h == 8 else pool_loop(w, h, kv) + 1, GENERIC),
     ("a view that fails", lambda w, h, kv: w.view(kv, -1, 7), "RuntimeError"),

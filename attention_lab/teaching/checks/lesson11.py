@@ -229,6 +229,13 @@ def pool_kv_heads(fn: object) -> None:
         for wrong, message in mistakes:
             if not torch.allclose(wrong, expected, atol=1e-6) and torch.allclose(got, wrong, atol=1e-6):
                 hint(message)
+        if group > 1 and torch.allclose(got, heads.unflatten(0, (h_kv, group)).median(1).values.flatten(0, 1),
+                                        atol=1e-6):
+            hint(msg("that is the median of each group's heads; GQA takes their mean"))
+        factor = (got * expected).sum() / (expected * expected).sum()  # the best scale of the right answer
+        if torch.allclose(got, factor * expected, atol=1e-6):
+            hint(msg("the right heads in each group, but scaled by {factor:.3g}: the mean of a group is the sum of "
+                     "its g = h / h_kv heads divided by g", factor=factor.item()))
         fallback_hint(msg("each head owns d consecutive rows of the weight; find the rows of the heads in each group "
                           "and pool those"))
     correct(msg("key/value head g is the mean of query heads g*h/h_kv ... (g+1)*h/h_kv - 1: the grouping SDPA's "
