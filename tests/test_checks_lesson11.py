@@ -40,6 +40,28 @@ def test_cache_bytes_refuses_the_library_the_exercise_forbids():
     rejects(check.cache_bytes, calls_library, match="library's answer")
 
 
+def test_cache_bytes_sees_the_library_however_it_is_reached():
+    """An alias, a helper and getattr all end in the library's code: the check sees the call, not the name."""
+    import attention_lab as al
+    from attention_lab import kv_cache_bytes as size_of
+    from attention_lab import reference
+
+    def sizes(layers, kv_heads, head_dim, tokens, batch, per_value, window):
+        return dict(num_layers=layers, num_kv_heads=kv_heads, head_dim=head_dim, batch_size=batch,
+                    seq_len=tokens if window is None else min(tokens, window), bytes_per_value=per_value)
+
+    def in_bf16(*args):  # reference.kv_cache_bytes counts bf16 values (2 bytes each)
+        return {key: value for key, value in sizes(*args).items() if key != "bytes_per_value"}
+
+    def helper(**kw):
+        return al.kv_cache_bytes(**kw)
+
+    for reach in (lambda *a: size_of(**sizes(*a)), lambda *a: helper(**sizes(*a)),
+                  lambda *a: getattr(al, "kv_" + "cache_bytes")(**sizes(*a)),
+                  lambda *a: reference.kv_cache_bytes(**in_bf16(*a)) * a[5] // 2):
+        rejects(check.cache_bytes, reach, match="library's answer")
+
+
 def test_cache_bytes_prints_the_exercise_model_once_right(capsys):
     check.cache_bytes(right_bytes)
     assert "1.75 GiB" in capsys.readouterr().out

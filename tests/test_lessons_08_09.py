@@ -46,3 +46,14 @@ def test_layers_and_heads_are_counted_from_zero(path):
             texts.append("".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", "")))
     for text in texts:
         assert not re.search(r"\b(layer|head) 2\b", text), f"{path.name}: 1-based count in {text[:200]!r}"
+
+
+def test_lesson_09_leads_on_to_lessons_10_and_11():
+    """Issue 20: lesson 09 called itself "the end of the series' main path", written before lessons 10 and 11."""
+    summary = next(c.source for c in load(LESSONS[1]).cells if c.source.startswith("## Summary"))
+    assert "end of the series" not in summary and "lesson 10" in summary and "lesson 11" in summary
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_the_core_path_is_at_most_1500_words(path):
+    assert lesson_stats(path).words["core"] <= 1500

@@ -78,6 +78,8 @@ WRONG_BYTES = [
     ("window + 1 positions", lambda L, h, d, n, b, s, w: bytes_right(L, h, d, n, b, s, w + 1 if w else None),
      GENERIC),
     ("the library", bytes_library, "library's answer"),
+    ("the library under another name", lambda *a: (lambda alias: alias)(al.kv_cache_bytes) and bytes_library(*a),
+     "library's answer"),
     ("in GiB", lambda *a: bytes_right(*a) / 2**30, "whole number"),
     ("a formatted string", lambda *a: format_bytes(bytes_right(*a)), "whole number"),
     ("a list", lambda *a: [bytes_right(*a)], "whole number|one number"),

@@ -88,7 +88,7 @@ def chromium_executable() -> str:
 
 @pytest.fixture(scope="session")
 def session_deadline(chromium_executable) -> ld.Deadline:
-    n_lessons = len(list(ld.NOTEBOOKS.glob("*.ipynb")))
+    n_lessons = len(list(ld.NOTEBOOKS.glob("*.ipynb"))) + len(list(ld.NOTEBOOKS.glob("zh-*")))  # + each edition's first
     seconds = float(os.environ.get("ATTENTION_LAB_BROWSER_BUDGET_S", 300 + 240 * n_lessons))
     REPORT.started = time.monotonic()
     return ld.Deadline(seconds)

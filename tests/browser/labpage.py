@@ -223,6 +223,29 @@ CURRENT_TAB_JS = """
 """
 
 
+def enter_folder(page, name: str, timeout: float) -> None:
+    """Double-click the folder ``name`` in the file browser; wait until the breadcrumbs end with it."""
+    page.locator(".jp-FileBrowser .jp-DirListing-item").filter(
+        has=page.locator(".jp-DirListing-itemText", has_text=re.compile(rf"^{re.escape(name)}$"))
+    ).dblclick(timeout=timeout * 1000)
+    wait_until(f"the file browser to open the folder {name}", lambda: breadcrumbs(page),
+               lambda crumbs: crumbs[-1:] == [name], timeout)
+
+
+def leave_folder(page, parent: str, timeout: float) -> None:
+    """Click the breadcrumb ``parent``; wait until the file browser shows that folder again."""
+    page.locator(".jp-FileBrowser .jp-BreadCrumbs-item", has_text=re.compile(rf"^{re.escape(parent)}$")).last.click(
+        timeout=timeout * 1000)
+    wait_until(f"the file browser to go back to {parent}", lambda: breadcrumbs(page),
+               lambda crumbs: crumbs[-1:] == [parent], timeout)
+
+
+def breadcrumbs(page) -> list[str]:
+    """The folder names of the file browser's breadcrumbs, from the root folder down."""
+    return [text.strip() for text in page.locator(".jp-FileBrowser .jp-BreadCrumbs-item").all_text_contents()
+            if text.strip()]
+
+
 def open_from_file_browser(page, name: str, n_cells: int, timeout: float, why: str = "") -> None:
     """Double-click ``name`` in the file browser; wait for all its cells and an idle kernel."""
     item = page.locator(".jp-FileBrowser .jp-DirListing-item").filter(

@@ -1,4 +1,5 @@
-"""Every lesson opens, runs and renders in a real JupyterLab, in headless Chromium, as a learner sees it.
+"""Every lesson opens, runs and renders in a real JupyterLab, in headless Chromium, as a learner sees it (and the
+first lesson of each Chinese edition, from its folder).
 
 nbval proves the kernel side; this proves the browser side: the lab opens on the lessons, Run > Run All Cells works
 from the menu, and every figure, widget and (only the expected) error shows up. One JupyterLab server and one
@@ -19,6 +20,9 @@ import pytest
 pytestmark = pytest.mark.browser
 
 LESSONS = sorted(ld.NOTEBOOKS.glob("*.ipynb"))
+# the first lesson of each Chinese edition too, opened from its folder as a learner of that edition would
+EDITION_LESSONS = [first for folder in sorted(ld.NOTEBOOKS.glob("zh-*"))
+                   for first in sorted(folder.glob("*.ipynb"))[:1]]
 # Budgets in seconds. A lesson opens in a few seconds and runs in < 30 s of cell time on 2 cores; the budgets leave
 # room for a machine that also runs the unit tests and nbval (`make test` runs them beside this session) and, for
 # the first lesson, for what only the first one waits for (COLD_START).
@@ -79,14 +83,17 @@ def _recover(page, lab) -> None:
         lp.close_and_shut_down(page, 30)
 
 
-@pytest.mark.parametrize("lesson", LESSONS, ids=[p.stem for p in LESSONS])
+@pytest.mark.parametrize("lesson", LESSONS + EDITION_LESSONS,
+                         ids=[p.stem if p.parent == ld.NOTEBOOKS else f"{p.parent.name}/{p.stem}"
+                              for p in LESSONS + EDITION_LESSONS])
 def test_lesson_runs_in_browser(lesson, lab_page, screenshot_dir, session_deadline):
     if session_deadline.left() < 30:
         pytest.fail(f"the browser session's time budget ({session_deadline.seconds:.0f} s) is spent")
     page, lab = lab_page.page, lab_page.lab
     cap = session_deadline.cap
     expected = lp.expected_from_notebook(lesson)
-    shot = screenshot_dir / f"{lesson.stem}.png"
+    edition = "" if lesson.parent == ld.NOTEBOOKS else lesson.parent.name
+    shot = screenshot_dir / f"{edition + '-' if edition else ''}{lesson.stem}.png"
     phases: dict[str, float] = {}
     mark = time.monotonic()
 
@@ -99,6 +106,8 @@ def test_lesson_runs_in_browser(lesson, lab_page, screenshot_dir, session_deadli
     why = COLD_START if first else "one lesson"
     closed = False
     try:
+        if edition:
+            lp.enter_folder(page, edition, cap(OPEN_S))
         lp.open_from_file_browser(page, lesson.name, len(expected.cells), cap(FIRST_OPEN_S if first else OPEN_S), why)
         phase("open")
         _closed_kernels_gone(lab, cap(KERNEL_EXIT_S))  # the previous lesson's kernel, exiting while this one opened
@@ -134,7 +143,9 @@ def test_lesson_runs_in_browser(lesson, lab_page, screenshot_dir, session_deadli
         if not closed:
             _recover(page, lab)
             phase("recover")
-        ld.REPORT.lessons[lesson.stem] = phases
+        if edition and lp.breadcrumbs(page)[-1:] == [edition]:
+            lp.leave_folder(page, ld.NOTEBOOKS.name, cap(OPEN_S))
+        ld.REPORT.lessons[f"{edition}/{lesson.stem}" if edition else lesson.stem] = phases
         ld.REPORT.finished = time.monotonic()
 
     # the committed lesson must stay as it is: autosave is off and the re-run notebook is closed unsaved

@@ -88,7 +88,7 @@ def fused_qkv_heads(answer: object) -> None:
         expected = rearrange(qkv, "b n (three h d) -> three b h n d", three=3, h=h).double()  # (3, b, h, n, d)
         if close(got, expected, atol=0, rtol=0):
             continue
-        where = msg("for qkv of shape (b, n, 3e) = {shape} and {h} heads", shape=(b, n, 3 * e), h=h)
+        where = msg("qkv of shape (b, n, 3e) = {shape} and {h} heads", shape=(b, n, 3 * e), h=h)
         thirds = qkv.chunk(3, dim=-1)  # q, k, v: (b, n, e) each
         mistakes = [
             (rearrange(qkv, "b n (h three d) -> three b h n d", three=3, h=h),
@@ -107,7 +107,7 @@ def fused_qkv_heads(answer: object) -> None:
             hint(msg("the heads are split but the head axis is third; attention wants (b, h, n, d), so swap the "
                      "token and head axes"))
         if got.shape != expected.shape:
-            hint(msg("{where} q, k and v should each have shape (b, h, n, d) = {expected}, yours {shape}",
+            hint(msg("for {where}, q, k and v should each have shape (b, h, n, d) = {expected}, yours {shape}",
                      where=where, expected=(b, h, n, d), shape=tuple(got.shape[1:])))
         order = [next((s for s in range(3) if close(got[r], expected[s], atol=0, rtol=0)), None) for r in range(3)]
         if sorted(o for o in order if o is not None) == [0, 1, 2]:
@@ -117,7 +117,7 @@ def fused_qkv_heads(answer: object) -> None:
                                                              shape=(_FUSED_CASES[0][0], _FUSED_CASES[0][1],
                                                                     3 * _FUSED_CASES[0][2]), h=_FUSED_CASES[0][3]),
                                        where))
-        fallback_hint(msg("{where} the shapes are right but the values are not where they belong: row t of head m "
+        fallback_hint(msg("for {where}, the shapes are right but the values are not where they belong: row t of head m "
                           "(counting from 0) of q should be token t's features m*d ... m*d + d - 1", where=where))
     correct(msg("q, k and v each cut into h heads of d features, token by token, for several shapes"))
 

@@ -9,24 +9,30 @@ from collections.abc import Callable
 import torch
 
 from ...analysis import attention_rollout
+from ...i18n import Message, msg
 from ...models.training import evaluate
-from ._core import as_tensor, call_learner, close, correct, guard_errors, hint
+from ._calls import recording_calls
+from ._core import NONE_HINT, as_tensor, call_learner, close, correct, fallback_hint, guard_errors, hint, learner_name
+from ._lesson09_mistakes import rollout_mistakes
 
 
-def _random_attention(layers: int, b: int, h: int, n: int, seed: int) -> torch.Tensor:
+def _random_attention(layers: int, b: int, h: int, n: int, seed: int,
+                      dtype: torch.dtype = torch.float64) -> torch.Tensor:
     gen = torch.Generator().manual_seed(seed)
     scores = 2 * torch.randn(layers, b, h, n, n, generator=gen, dtype=torch.float64)  # (layers, b, h, i, j)
-    return scores.softmax(dim=-1)
+    return scores.softmax(dim=-1).to(dtype)
 
 
 def _pointer_cases() -> list[tuple[torch.Tensor, torch.Tensor, int]]:
     """(attention, tokens, n_symbols): two sizes, so no batch size, layer count or length can be hard-coded."""
     cases = []
-    for layers, b, h, n, n_symbols, seed in ((2, 50, 2, 8, 10, 1), (3, 7, 4, 6, 5, 2)):
+    # the model's dtype (float32) first, then float64, another depth, width, length and vocabulary
+    for layers, b, h, n, n_symbols, seed, dtype in ((2, 50, 2, 8, 10, 1, torch.float32),
+                                                    (3, 7, 4, 6, 5, 2, torch.float64)):
         gen = torch.Generator().manual_seed(seed)
         tokens = torch.randint(0, n_symbols, (b, n), generator=gen)  # (b, i)
         tokens[:, -1] = n_symbols + torch.randint(0, n - 1, (b,), generator=gen)  # the pointer ->p
-        cases.append((_random_attention(layers, b, h, n, seed), tokens, n_symbols))
+        cases.append((_random_attention(layers, b, h, n, seed, dtype), tokens, n_symbols))
     return cases
 
 
@@ -40,26 +46,34 @@ def _on_pointed(attention: torch.Tensor, positions: torch.Tensor) -> torch.Tenso
     return _pick(attention[..., -1, :], positions).mean(dim=1)  # last query's row (l, b, h, j) -> (l, h)
 
 
-def _pointer_mistakes(attention: torch.Tensor, tokens: torch.Tensor, n_symbols: int) -> list[tuple[torch.Tensor, str]]:
+def _pointer_mistakes(attention: torch.Tensor, tokens: torch.Tensor, n_symbols: int
+                      ) -> list[tuple[torch.Tensor, Message]]:
     pointed = tokens[:, -1] - n_symbols  # (b,)
     n = attention.shape[-1]
     right = _on_pointed(attention, pointed)
     return [
         (_on_pointed(attention, torch.full_like(pointed, n - 1)),
-         "that is the weight on the pointer token itself (the last key); the pointer names another position"),
+         msg("that is the weight on the pointer token itself (the last key); the pointer names another position")),
         (_pick(attention, pointed).mean(dim=(1, 3)),  # every query's weight on key p
-         "only the last query reads the pointer: take the last row of each head's matrix, not every row"),
+         msg("only the last query reads the pointer: take the last row of each head's matrix, not every row")),
         (_on_pointed(attention, pointed[:1].expand_as(pointed)),
-         "each sequence has its own pointer: read each sequence's position from its own last token"),
-        (right * attention.shape[1], "average over the sequences, don't sum: a share of 1 should mean 'all of the "
-                                     "last query's weight'"),
-        (right.T, "rows are layers and columns heads: shape (layers, h)"),
+         msg("each sequence has its own pointer: read each sequence's position from its own last token")),
+        (right * attention.shape[1], msg("average over the sequences, don't sum: a share of 1 should mean 'all of "
+                                         "the last query's weight'")),
+        (right.T, msg("rows are layers and columns heads: shape (layers, h)")),
         (_on_pointed(attention, (pointed + 1).clamp(max=n - 1)),
-         "positions count from 0: the pointer ->p names key p, not key p + 1"),
+         msg("positions count from 0: the pointer ->p names key p, not key p + 1")),
         (_on_pointed(attention, (pointed - 1).clamp(min=0)),
-         "positions count from 0: the pointer ->p names key p, not key p - 1"),
+         msg("positions count from 0: the pointer ->p names key p, not key p - 1")),
         (_pick(attention[..., :, -1], pointed).mean(dim=1),  # query p's weight on the last key
-         "rows are queries and columns keys: the last query is the last row, and the pointed key a column of it"),
+         msg("rows are queries and columns keys: the last query is the last row, and the pointed key a column of "
+             "it")),
+        (_on_pointed(attention, pointed).mean(dim=1), msg("one share per layer and head: average over the "
+                                                          "sequences only, not over the heads")),
+        (_on_pointed(attention, pointed).mean(dim=0), msg("one share per layer and head: average over the "
+                                                          "sequences only, not over the layers")),
+        (_pick(attention[..., -1, :], pointed).median(dim=1).values,
+         msg("average the sequences' weights with the mean, not the median")),
     ]
 
 
@@ -68,10 +82,12 @@ def _call_pointer(fn: object, attention: torch.Tensor, tokens: torch.Tensor, n_s
         result = fn(attention.clone(), tokens.clone(), n_symbols)
     except (IndexError, RuntimeError) as error:
         if "out of" in str(error) or "bounds" in str(error):
-            hint("an index is out of range: the pointer token's id is n_symbols + p, so the position it names is "
-                 "that id minus n_symbols")
+            hint(msg("an index is out of range: the pointer token's id is n_symbols + p, so the position it names "
+                     "is that id minus n_symbols"))
         raise
-    return as_tensor(result, "your shares")
+    if result is None:
+        hint(NONE_HINT)
+    return as_tensor(result, msg("the shares of {name}", name=learner_name(fn)))
 
 
 @guard_errors
@@ -79,9 +95,10 @@ def pointer_attention(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tens
     """Exercise 1: ``fn(attention, tokens, n_symbols)`` gives, per layer and head, the mean weight the last query
     puts on the position its sequence's pointer names. Shape: (layers, b, h, i, j), (b, i) -> (layers, h)."""
     if not callable(fn):
-        hint("pass your function itself, e.g. check.pointer_attention(share_on_pointed), not its result")
+        hint(msg("pass your function itself, e.g. check.pointer_attention(share_on_pointed), not its result"))
+    name = learner_name(fn)
     for attention, tokens, n_symbols in _pointer_cases():
-        got = call_learner(_call_pointer, fn, attention, tokens, n_symbols, what="your function")
+        got = call_learner(_call_pointer, fn, attention, tokens, n_symbols, what=name)
         expected = _on_pointed(attention, tokens[:, -1] - n_symbols)
         if close(got, expected, atol=1e-5, rtol=1e-5):
             continue
@@ -89,11 +106,12 @@ def pointer_attention(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tens
             if close(got, wrong, atol=1e-5, rtol=1e-5):
                 hint(message)
         if got.shape != expected.shape:
-            hint(f"one share per layer and head: for attention of shape {tuple(attention.shape)} that is "
-                 f"(layers, h) = {tuple(expected.shape)}; yours has shape {tuple(got.shape)}")
-        hint("for each sequence: the last query's row, the column its pointer names; then the mean over the "
-             "sequences")
-    correct("a share near 1 means that head's last query jumps to wherever the pointer says")
+            hint(msg("one share per layer and head: for attention of shape {shape} that is (layers, h) = "
+                     "{expected}; {name} returned shape {got}", shape=tuple(attention.shape),
+                     expected=tuple(expected.shape), name=name, got=tuple(got.shape)))
+        fallback_hint(msg("for each sequence: the last query's row, the column its pointer names; then the mean over "
+                          "the sequences"))
+    correct(msg("a share near 1 means that head's last query jumps to wherever the pointer says"))
 
 
 def _subset_accuracies(model: torch.nn.Module, task: object, n_sequences: int, seed: int
@@ -105,101 +123,135 @@ def _subset_accuracies(model: torch.nn.Module, task: object, n_sequences: int, s
     return accuracies
 
 
-def _as_mask(answer: object, shape: tuple[int, int]) -> torch.Tensor:
-    got = as_tensor(answer, "your set of heads")
-    if got.dtype != torch.bool:
-        if got.is_floating_point() or got.is_complex() or not bool(((got == 0) | (got == 1)).all()):
-            hint("answer with a mask of the heads you keep: True (or 1) for a kept head, False (or 0) for one "
-                 "switched off")
-        got = got.bool()
-    if tuple(got.shape) != shape:
-        hint(f"one entry per layer and head: a (layers, h) = {shape} mask with True for each head you keep; yours "
-             f"has shape {tuple(got.shape)}")
-    return got
+def _pairs(got: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor | None:
+    """The mask that an answer written as (layer, head) pairs means (counted from 0), or None if it is not such a
+    list. Shape: (k, 2) or (2,) -> (layers, h)."""
+    pairs = got.reshape(-1, 2) if got.dim() == 1 and got.numel() == 2 else got
+    if got.is_floating_point() or got.dtype == torch.bool or pairs.dim() != 2 or pairs.shape[-1] != 2:
+        return None
+    layers, heads = pairs[:, 0], pairs[:, 1]
+    if len(pairs) == 0 or bool((layers < 0).any() | (layers >= shape[0]).any() | (heads < 0).any()
+                               | (heads >= shape[1]).any()):
+        return None
+    mask = torch.zeros(shape, dtype=torch.bool)
+    mask[layers, heads] = True
+    return mask
 
 
 def _names(mask: torch.Tensor) -> str:
-    kept = [f"layer {layer} head {head}" for layer, head in mask.nonzero().tolist()]
-    return " and ".join(kept) if kept else "no head"
+    kept = [str(msg("layer {layer} head {head}", layer=layer, head=head)) for layer, head in mask.nonzero().tolist()]
+    return str(msg(" and ")).join(kept) if kept else str(msg("no head"))
 
 
 @guard_errors
 def smallest_head_set(answer: object, model: torch.nn.Module, task: object, *, threshold: float = 0.99,
                       n_sequences: int = 1000, seed: int = 10_000) -> None:
     """Exercise 2: a (layers, h) bool mask, True = keep, of the fewest heads that keep the token accuracy at or
-    above ``threshold`` (any such set of the smallest size is right)."""
+    above ``threshold`` (any such set of the smallest size is right). A mask of 0s and 1s is read as a mask; an
+    answer written as (layer, head) pairs gets a hint that says how it was read."""
     shape = (model.num_layers, model.num_heads)
-    got = _as_mask(answer, shape)
+    got = as_tensor(answer, msg("your set of heads"))
+    pairs = _pairs(got, shape)
+    as_mask = got.dtype == torch.bool or (not got.is_floating_point() and not got.is_complex()
+                                          and tuple(got.shape) == shape and bool(((got == 0) | (got == 1)).all()))
+    if not as_mask:
+        if pairs is not None:
+            hint(msg("your answer reads as a list of (layer, head) pairs ({names}); the check wants a (layers, h) = "
+                     "{shape} bool mask instead: True at each head you keep, False elsewhere",
+                     names=_names(pairs), shape=shape))
+        if not got.is_floating_point() and not got.is_complex() and got.dim() == 2 and got.shape[-1] == 2:
+            hint(msg("your answer looks like (layer, head) pairs, but not counted from 0 (layers 0 to {layer}, heads "
+                     "0 to {head}); the check wants a (layers, h) = {shape} bool mask: True at each head you keep",
+                     layer=shape[0] - 1, head=shape[1] - 1, shape=shape))
+        if got.dim() >= 1 and tuple(got.shape) != shape:
+            hint(msg("one entry per layer and head: a (layers, h) = {shape} mask with True for each head you keep; "
+                     "yours has shape {got}", shape=shape, got=tuple(got.shape)))
+        hint(msg("answer with a mask of the heads you keep: True (or 1) for a kept head, False (or 0) for one "
+                 "switched off, one entry per layer and head"))
+    if tuple(got.shape) != shape:
+        hint(msg("one entry per layer and head: a (layers, h) = {shape} mask with True for each head you keep; "
+                 "yours has shape {got}", shape=shape, got=tuple(got.shape)))
+    mask = got.bool()
     accuracies = _subset_accuracies(model, task, n_sequences, seed)
     good = {keep: acc for keep, acc in accuracies.items() if acc >= threshold}
     fewest = min(sum(keep) for keep in good)
-    key = tuple(got.flatten().tolist())
+    key = tuple(mask.flatten().tolist())
     if key in good and sum(key) == fewest:
         alone = max(acc for keep, acc in accuracies.items() if sum(keep) == 1)
-        correct(f"keeping only {_names(got)} gives accuracy {accuracies[key]:.3f}; no smaller set reaches "
-                f"{threshold:g} (the best single head alone: {alone:.3f})")
+        correct(msg("keeping only {names} gives accuracy {accuracy:.3f}; no smaller set reaches {threshold:g} (the "
+                    "best single head alone: {alone:.3f})", names=_names(mask), accuracy=accuracies[key],
+                    threshold=threshold, alone=alone))
         return
+    if got.dtype != torch.bool and pairs is not None:
+        pair_key = tuple(pairs.flatten().tolist())
+        if pair_key in good and sum(pair_key) == fewest:
+            hint(msg("read as a mask (1 = keep), your answer keeps {names}, which is not a right answer; read as "
+                     "(layer, head) pairs it would be right: answer with the bool mask of those heads instead",
+                     names=_names(mask)))
     flipped = tuple(not k for k in key)
     if flipped in good and sum(flipped) == fewest:
-        hint("in a head_mask True marks the heads you KEEP; your mask marks the ones you switched off")
+        hint(msg("in a head_mask True marks the heads you KEEP; your mask marks the ones you switched off"))
     if key not in good:
-        hint(f"with only {_names(got)} the accuracy is {accuracies[key]:.3f}, below {threshold:g}: that set is "
-             f"not enough")
-    hint(f"these {sum(key)} heads reach {threshold:g}, but a smaller set does too: measure every subset of the "
-         f"heads, not only one head at a time")
+        hint(msg("with only {names} the accuracy is {accuracy:.3f}, below {threshold:g}: that set is not enough",
+                 names=_names(mask), accuracy=accuracies[key], threshold=threshold))
+    fallback_hint(msg("these {count} heads reach {threshold:g}, but a smaller set does too: measure every subset of "
+                      "the heads, not only one head at a time", count=sum(key), threshold=threshold))
 
 
-def _rollout_mistakes(attention: torch.Tensor, residual: float) -> list[tuple[torch.Tensor, str]]:
-    eye = torch.eye(attention.shape[-1], dtype=attention.dtype)
+# (layers, b, h, n, residual, seed, dtype): the model's float32 first, then other depths and shares, float64 last
+_ROLLOUT_CASES = ((2, 3, 2, 5, 0.5, 1, torch.float32), (3, 2, 4, 6, 0.2, 2, torch.float32),
+                  (1, 1, 3, 4, 0.7, 3, torch.float32), (4, 2, 3, 5, 0.35, 4, torch.float64))
 
-    def product(layers: list[torch.Tensor], later_on_left: bool = True) -> torch.Tensor:
-        result = layers[0]
-        for layer in layers[1:]:
-            result = layer @ result if later_on_left else result @ layer
-        return result
 
-    mixed = [residual * eye + (1 - residual) * a.mean(dim=1) for a in attention]  # (b, i, j) per layer
-    mistakes = [
-        (product(mixed, later_on_left=False), "multiply in the order the layers act: later layers on the left, "
-                                              "R = A'_{L-1} ... A'_1 A'_0"),
-        (product([a.mean(dim=1) for a in attention]), "add the residual path first: each block also passes its "
-                                                      "input straight on, so mix the identity into every layer"),
-        (product([residual * eye + (1 - residual) * a[:, 0] for a in attention]),
-         "average the heads of each layer (the mean over the head axis) before you mix in the residual"),
-        (product([residual * eye + (1 - residual) * a.sum(dim=1) for a in attention]),
-         "average the heads, don't add them: each mixed layer's rows must still sum to 1"),
-        (product([(1 - residual) * eye + residual * a.mean(dim=1) for a in attention]),
-         "the residual share multiplies the identity: A' = r * I + (1 - r) * mean of heads"),
-    ]
-    if residual != 0.5:
-        mistakes.append((product([0.5 * eye + 0.5 * a.mean(dim=1) for a in attention]),
-                         "use the residual share you are given, not a fixed one half"))
-    if len(mixed) > 2:
-        mistakes.append((product(mixed[:2]), "use every layer, however many there are, not only the first two"))
-    if len(mixed) > 1:
-        mistakes.append((mixed[-1], "multiply every layer's mixed matrix, not only the last"))
-    return mistakes
+def _is_dtype_error(error: BaseException) -> bool:
+    text = str(error)
+    return "dtype" in text or ("Double" in text and "Float" in text) or "scalar type" in text
 
 
 @guard_errors
 def general_rollout(fn: Callable[[torch.Tensor, float], torch.Tensor]) -> None:
     """Exercise 3: ``fn(attention, residual)`` is attention rollout for any number of layers and any residual
-    share. Shape: (layers, b, h, i, j) -> (b, i, j)."""
+    share, without calling the library's ``attention_rollout``. Shape: (layers, b, h, i, j) -> (b, i, j).
+
+    Tried on float32 attention (the model's) and float64: a function right on every float32 case that fails on
+    float64 only because it makes a float32 tensor of its own is right, and the ``Correct`` line says so."""
     if not callable(fn):
-        hint("pass your function itself, e.g. check.general_rollout(rollout), not the result of calling it")
-    for layers, b, h, n, residual, seed in ((2, 3, 2, 5, 0.5, 1), (3, 2, 4, 6, 0.2, 2), (1, 1, 3, 4, 0.7, 3)):
-        attention = _random_attention(layers, b, h, n, seed)
-        got = call_learner(fn, attention.clone(), residual, what="your rollout")
-        got = as_tensor(got, "your rollout")
-        expected = attention_rollout(attention, residual=residual)
+        hint(msg("pass your function itself, e.g. check.general_rollout(rollout), not the result of calling it"))
+    name = learner_name(fn)
+    float32_only = False
+    for layers, b, h, n, residual, seed, dtype in _ROLLOUT_CASES:
+        attention = _random_attention(layers, b, h, n, seed, dtype)
+        if dtype == torch.float64:
+            try:
+                fn(attention.clone(), residual)
+            except Exception as error:
+                if _is_dtype_error(error):
+                    float32_only = True
+                    continue
+        with recording_calls() as calls:
+            got = call_learner(fn, attention.clone(), residual, what=name)
+        if "attention_rollout" in calls.library:
+            hint(msg("{name} calls the library's attention_rollout, the function it is checked against; the exercise "
+                     "is to write rollout yourself from each layer's mean of heads and the identity", name=name))
+        if got is None:
+            hint(NONE_HINT)
+        got = as_tensor(got, msg("what {name} returns", name=name))
+        expected = attention_rollout(attention.double(), residual=residual)
         if close(got, expected, atol=1e-5, rtol=1e-5):
             continue
-        for wrong, message in _rollout_mistakes(attention, residual):
+        for wrong, message in rollout_mistakes(attention, residual):
             if close(got, wrong, atol=1e-5, rtol=1e-5):
                 hint(message)
         if got.shape != expected.shape:
-            hint(f"one (i, j) matrix per sequence: for attention of shape {tuple(attention.shape)} that is (b, i, j) "
-                 f"= {tuple(expected.shape)}; yours has shape {tuple(got.shape)}")
-        hint(f"for {layers} layer(s) with residual share {residual:g} your rollout differs; build each layer's mixed "
-             f"matrix from the mean of its heads, then multiply them in the order the layers act")
-    correct("R = A'_{L-1} ... A'_0 with A' = r I + (1 - r) mean of heads, for any depth; each row sums to 1")
+            hint(msg("one (i, j) matrix per sequence: for attention of shape {shape} that is (b, i, j) = {expected}; "
+                     "{name} returned shape {got}", shape=tuple(attention.shape), expected=tuple(expected.shape),
+                     name=name, got=tuple(got.shape)))
+        fallback_hint(msg("for {layers} layer(s) with residual share {residual:g} {name} differs; build each layer's "
+                          "mixed matrix from the mean of its heads, then multiply them in the order the layers act",
+                          layers=layers, residual=residual, name=name))
+    success = msg("R = A'_{{L-1}} ... A'_0 with A' = r I + (1 - r) mean of heads, for any depth; each row sums to 1")
+    if float32_only:
+        success = msg("{success} (on float32 attention, the model's; on float64 attention {name} raises a dtype "
+                      "error: give the tensors it makes the attention's dtype and it works for both)",
+                      success=success, name=name)
+    correct(success)
