@@ -29,7 +29,6 @@ variants, and the crossover.
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
 import os
 import statistics
@@ -49,6 +48,7 @@ import torch.nn.functional as F
 import attention_lab as al
 from attention_lab.measure import timing
 from attention_lab.measure.memory import format_bytes, measure_peak_memory
+from attention_lab.measure.results import write_results
 from attention_lab.runtime import machine_label
 
 HEADS, HEAD_DIM = 8, 64
@@ -210,15 +210,6 @@ def sweep(lengths: list[int], rounds: int, use_flex: bool, block_size: int) -> l
     return rows
 
 
-def write_csv(rows: list[dict[str, object]], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as file:
-        writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"\nwrote {len(rows)} rows to {path}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", action="store_true", help="only the two targets")
@@ -248,7 +239,8 @@ def main() -> None:
     if args.sweep or both:
         rows = sweep(args.lengths, args.rounds, not args.no_flex, args.block_sizes[0])
         if args.csv:
-            write_csv(rows, args.csv)
+            write_results(rows, args.csv, CSV_FIELDS)
+            print(f"\nwrote {len(rows)} rows to {args.csv}")
 
 
 if __name__ == "__main__":

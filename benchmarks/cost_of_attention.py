@@ -19,7 +19,6 @@ with :func:`attention_lab.measure.results.read_results` (``plotting.plot_bench``
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
 import os
 import sys
@@ -37,6 +36,7 @@ import attention_lab as al
 from attention_lab.measure.conclusions import fit_slope
 from attention_lab.measure.cost import attention_flops
 from attention_lab.measure.memory import format_bytes, measure_peak_memory
+from attention_lab.measure.results import write_results
 from attention_lab.measure.timing import compare, thread_report
 from attention_lab.runtime import machine_label
 
@@ -111,11 +111,7 @@ def main() -> int:
         ms = [float(r["fastest_ms"]) for r in rows if r["variant"] == name and r["n"] in fitted]
         print(fit_slope(fitted, ms, name=f"{name}'s time"))
     if args.csv:
-        args.csv.parent.mkdir(parents=True, exist_ok=True)
-        with open(args.csv, "w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=FIELDS)
-            writer.writeheader()
-            writer.writerows(rows)
+        write_results(rows, args.csv, FIELDS)
         print(f"wrote {len(rows)} rows to {args.csv}")
     return 0
 

@@ -19,7 +19,6 @@ it runs only up to ``--synthesizer-max`` (4096: its scores alone take 512 MiB th
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
 import os
 import sys
@@ -36,6 +35,7 @@ import torch.nn.functional as F
 import attention_lab as al
 from attention_lab.measure.conclusions import crossover, fit_slope
 from attention_lab.measure.memory import format_bytes, measure_peak_memory
+from attention_lab.measure.results import write_results
 from attention_lab.measure.timing import compare, thread_report
 from attention_lab.runtime import machine_label
 
@@ -97,7 +97,8 @@ def main() -> None:
                 print(f"{n:>6} {name:<34} {result.best_s[name] * 1e3:>10.1f} ms {result.ratio[name]:>8.2f}x "
                       f"{format_bytes(peaks[name]):>12} ({peaks[name] / peaks[BASELINE]:.2f} of SDPA's)", flush=True)
             del calls
-            write(rows, stamp, args.csv)  # after every n: a stopped run keeps what it finished
+            # after every n: a stopped run keeps what it finished
+            write_results([{**row, **stamp} for row in rows], args.csv, [*rows[0], *stamp])
     print(f"\nwrote {len(rows)} rows to {args.csv}")
     lengths = args.lengths
     for name in ("linear", "performer (256 features)", SLIDING_NAME, "cluster (16 groups)"):
@@ -109,14 +110,6 @@ def main() -> None:
     last = {r["variant"]: r["speed_vs_sdpa"] for r in rows if r["n"] == lengths[-1]}
     print(f"at n = {lengths[-1]}: linear {last['linear']:.1f}x SDPA's speed (goal >= 10 at n = 16384), performer "
           f"{last['performer (256 features)']:.1f}x (goal >= 5)")
-
-
-def write(rows: list[dict], stamp: dict, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as out:
-        writer = csv.DictWriter(out, fieldnames=[*rows[0], *stamp])
-        writer.writeheader()
-        writer.writerows({**row, **stamp} for row in rows)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ load average over 1 minute at the start and the end of the run: above about 2 on
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
 import os
 import sys
@@ -45,6 +44,7 @@ import torch
 import attention_lab as al
 from attention_lab.measure.conclusions import agree, crossover
 from attention_lab.measure.memory import format_bytes, measure_peak_memory
+from attention_lab.measure.results import write_results
 from attention_lab.measure.timing import compare, thread_report
 from attention_lab.models.attention_choice import attention_spec
 from attention_lab.models.generate import decode, make_caches, next_token_timers
@@ -207,12 +207,7 @@ def main() -> None:
         return
     stamp = dict(machine=machine_label(), threads=torch.get_num_threads(), torch=torch.__version__,
                  date=datetime.date.today().isoformat(), load=load, note=args.note)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    with open(RESULTS, "w", newline="", encoding="utf-8") as out:
-        writer = csv.DictWriter(out, fieldnames=FIELDS)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({field: "" for field in FIELDS} | row | stamp)
+    write_results([row | stamp for row in rows], RESULTS, FIELDS)
     print(f"\nwrote {len(rows)} rows to {RESULTS}")
 
 

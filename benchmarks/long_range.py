@@ -29,7 +29,6 @@ training runs finish (speeds empty until phase 2), so a stopped run keeps what i
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
 import multiprocessing
 import os
@@ -47,6 +46,7 @@ from attention_lab.measure.long_range import (
     run_long_range,
     time_training_steps,
 )
+from attention_lab.measure.results import write_results
 from attention_lab.runtime import machine_label
 
 DEFAULT_CSV = Path(__file__).parent / "results" / "long_range.csv"
@@ -116,7 +116,7 @@ def main() -> None:
             print(f"{row['task']:<8} {row['attention']:<15} {row['n']:>5} {row['steps']:>5} {row['accuracy']:>8.3f} "
                   f"{row['train_seconds']:>8.0f} {row['peak_bytes'] / 2**20:>9.1f}", flush=True)
             if path is not None:
-                write(rows, path)
+                write_results(rows, path, list(COLUMNS))
     print(f"phase 1 (training) took {time.perf_counter() - start:.0f} s", flush=True)
     for n, _, tasks, setting in plan:
         for task in tasks:
@@ -132,21 +132,13 @@ def main() -> None:
     rows.sort(key=lambda row: (row["n"], list(LONG_RANGE_TASKS).index(row["task"]),
                                list(LONG_RANGE_ATTENTIONS).index(row["attention"]), row["seed"]))
     if path is not None:
-        write(rows, path)
+        write_results(rows, path, list(COLUMNS))
     print(f"\n{len(rows)} runs in {time.perf_counter() - start:.0f} s" + (f"; wrote {path}" if path else ""))
 
 
 COLUMNS = ("task", "attention", "n", "steps", "batch_size", "seed", "accuracy", "steps_per_s", "speed_vs_softmax",
            "peak_bytes", "train_seconds", "train_steps_per_s", "machine", "threads", "torch", "date", "load",
            "timing_load")
-
-
-def write(rows: list[dict[str, object]], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as out:
-        writer = csv.DictWriter(out, fieldnames=COLUMNS, restval="")
-        writer.writeheader()
-        writer.writerows(rows)
 
 
 if __name__ == "__main__":

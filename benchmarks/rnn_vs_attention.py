@@ -19,7 +19,6 @@ faster at every length, by a factor that first grows with n and then shrinks onc
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
 import os
 import sys
@@ -35,6 +34,7 @@ from torch import nn
 
 import attention_lab as al
 from attention_lab.measure import conclusions, timing
+from attention_lab.measure.results import write_results
 from attention_lab.runtime import machine_label
 
 D_MODEL = 64
@@ -98,11 +98,7 @@ def main() -> None:
     print(conclusions.crossover(n, [float(row["ratio"]) for row in rows], name="one attention call",
                                 baseline="the RNN loop", best_ratios=[float(row["best_ratio"]) for row in rows]))
     if args.csv:
-        args.csv.parent.mkdir(parents=True, exist_ok=True)
-        with open(args.csv, "w", newline="", encoding="utf-8") as file:
-            writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
-            writer.writeheader()
-            writer.writerows(rows)
+        write_results(rows, args.csv, CSV_FIELDS)
         print(f"wrote {len(rows)} rows to {args.csv}")
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_lab.measure.results import RESULTS_DIR, read_results
+from attention_lab.measure.results import RESULTS_DIR, read_results, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = sorted((ROOT / "benchmarks" / "results").glob("*.csv"))
@@ -107,3 +107,20 @@ def test_series_gives_one_value_per_length_for_each_complete_variant(tmp_path):
     with pytest.raises(ValueError, match="expected a column of bench.csv"):
         read_results(path).series("seconds")
     assert read_results(tmp_path / "none.csv").series("ms") == ([], {})
+
+
+def test_the_writer_keeps_the_column_order_leaves_missing_cells_empty_and_the_reader_reads_it(tmp_path):
+    rows = [{"n": 1024, "variant": "a", "machine": "m", "threads": 2, "torch": "2.13.0+cpu", "date": "2026-12-01",
+             "load": 0.7, "note": "quiet"},
+            {"variant": "b", "n": 2048, "machine": "m", "threads": 2, "torch": "2.13.0+cpu", "date": "2026-12-01",
+             "load": 0.9}]
+    fields = ["n", "variant", "machine", "threads", "torch", "date", "load", "note"]
+    path = tmp_path / "new" / "folder" / "run.csv"
+    write_results(rows, path, fields)
+    with open(path, newline="", encoding="utf-8") as file:
+        assert next(csv.reader(file)) == fields
+    read = read_results(path)
+    assert [row["n"] for row in read.rows] == ["1024", "2048"] and read.rows[1]["note"] == ""
+    assert read.machine.endswith("load average up to 0.9")
+    with pytest.raises(ValueError):  # a column that is not in fields is a mistake, not dropped silently
+        write_results([{**rows[0], "extra": 1}], path, fields)

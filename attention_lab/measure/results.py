@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .._validation import fail
 
-__all__ = ["RESULTS_DIR", "BenchmarkResults", "read_results"]
+__all__ = ["RESULTS_DIR", "BenchmarkResults", "read_results", "write_results"]
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 """``benchmarks/results/`` of the checkout this package belongs to: attention_lab/measure/<this file> -> the root."""
@@ -113,3 +113,17 @@ def read_results(name: str | os.PathLike) -> BenchmarkResults:
     if loads:
         label += f", load average up to {max(loads):.1f}"
     return BenchmarkResults(path, rows, label, busy=bool(loads) and max(loads) > most_threads)
+
+
+def write_results(rows: list[dict[str, object]], path: str | os.PathLike, fields: list[str]) -> None:
+    """Write a benchmark's rows to ``path`` (its folder made if missing), one column per name of ``fields`` in that
+    order; a row without some column leaves it empty. The one writer of every benchmark script's CSV.
+
+    Shape: no tensors; ``rows`` is a list with one dict per CSV row.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as file:
+        writer = csv.DictWriter(file, fieldnames=fields, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
