@@ -66,6 +66,47 @@ def test_figures_are_stored_as_images(path):
                 assert "image/png" in data, f"{path.name}: a figure was stored as text only"
 
 
+# Lee's notation is plain text (α'_{i,j}, Σ_j, L_i). In Markdown (CommonMark: JupyterLab and the web book alike) an
+# underscore after a prime or a bracket can open emphasis and one after a letter close it, so a formula turns into
+# italics and loses its underscores. The lessons emphasise with * only, so any _-emphasis is a formula gone wrong:
+# write it α'\_{i,j}.
+EDITION_NOTEBOOKS = sorted((NOTEBOOKS[0].parent).glob("zh-*/*.ipynb"))
+PAGES = sorted(Path(__file__).parent.parent.glob("*.md")) + sorted((Path(__file__).parent.parent / "docs").glob("*.md"))
+
+
+def underscore_emphasis(markdown: str) -> list[str]:
+    """The text that ``markdown`` would put in italics or bold because of an underscore (``_x_``, ``__x__``)."""
+    from markdown_it import MarkdownIt
+
+    found = []
+    for token in MarkdownIt("commonmark").parse(markdown):
+        children = token.children or []
+        for at, child in enumerate(children):
+            if child.type in ("em_open", "strong_open") and child.markup.startswith("_"):
+                found.append("".join(c.content for c in children[at + 1:at + 4])[:60])
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + EDITION_NOTEBOOKS + PAGES,
+                         ids=lambda p: p.name if p.parent.name in ("notebooks", "docs") or p.suffix == ".md"
+                         else f"{p.parent.name}/{p.name}")
+def test_no_formula_turns_into_italics(path):
+    if path.suffix == ".md":
+        sources = {path.name: path.read_text(encoding="utf-8")}
+    else:
+        sources = {c.get("id"): "".join(c["source"]) for c in load(path)["cells"] if c["cell_type"] == "markdown"}
+    found = {where: italics for where, source in sources.items() if (italics := underscore_emphasis(source))}
+    assert not found, (f"{path.name}: an underscore opens emphasis, so a formula shows in italics without its "
+                       f"underscores (escape it: α'\\_{{i,j}}): {found}")
+
+
+def test_an_underscore_that_opens_emphasis_is_found():
+    assert underscore_emphasis("weights α'_{i,j} = exp(α_{i,j}) / Σ_j exp(α_{i,j})") == [
+        "{i,j} = exp(α{i,j}) / Σ_j exp(α_{i,j})"]
+    assert underscore_emphasis("weights α'\\_{i,j} = exp(α_{i,j}) / Σ_j exp(α_{i,j})") == []
+    assert underscore_emphasis("L_i, Σ_j, `α'_{i,j}` and *emphasis*") == []
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_exercises_use_the_solution_markup(path):
     """At least three exercises; each solution region is closed and followed by a check cell."""
