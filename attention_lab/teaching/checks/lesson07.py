@@ -271,4 +271,5 @@ def connected_layout(answer: object, *, lengths: tuple[int, ...] = (4096, 8192),
                      share=share, budget=max_share))
         reports.append(msg("n = {n}: {share:.2%} of the pairs, connected after {layers} layers", n=n, share=share,
                            layers=layers))
-    correct(msg("{reports}", reports="; ".join(str(r) for r in reports)))
+    separator = str(msg("; "))  # between the lengths' reports: a full-width semicolon in Chinese
+    correct(msg("{reports}", reports=separator.join(str(r) for r in reports)))
