@@ -70,8 +70,9 @@ def test_figures_are_stored_as_images(path):
 # underscore after a prime or a bracket can open emphasis and one after a letter close it, so a formula turns into
 # italics and loses its underscores. The lessons emphasise with * only, so any _-emphasis is a formula gone wrong:
 # write it α'\_{i,j}.
-EDITION_NOTEBOOKS = sorted((NOTEBOOKS[0].parent).glob("zh-*/*.ipynb"))
-PAGES = sorted(Path(__file__).parent.parent.glob("*.md")) + sorted((Path(__file__).parent.parent / "docs").glob("*.md"))
+ROOT = Path(__file__).parent.parent
+EDITION_NOTEBOOKS = sorted((ROOT / "notebooks").glob("zh-*/*.ipynb"))
+PAGES = sorted(ROOT.glob("*.md")) + sorted((ROOT / "docs").glob("*.md"))
 
 
 def underscore_emphasis(markdown: str) -> list[str]:
@@ -87,9 +88,7 @@ def underscore_emphasis(markdown: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS + EDITION_NOTEBOOKS + PAGES,
-                         ids=lambda p: p.name if p.parent.name in ("notebooks", "docs") or p.suffix == ".md"
-                         else f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", NOTEBOOKS + EDITION_NOTEBOOKS + PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_formula_turns_into_italics(path):
     if path.suffix == ".md":
         sources = {path.name: path.read_text(encoding="utf-8")}
