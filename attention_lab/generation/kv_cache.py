@@ -72,6 +72,18 @@ class _Cache:
         """Forget every position; the buffers stay allocated. Shape: ``len(cache)`` becomes 0."""
         self._seen = 0
 
+    def snapshot(self) -> tuple:
+        """What :meth:`restore` needs to undo the appends made after it: a model step that fails at one layer puts
+        every layer's cache back. Appends write past the held positions or into new tensors, so this copies
+        nothing (the sliding cache, which overwrites, copies its window)."""
+        return self._seen, tuple(getattr(self, name) for name in self._buffers)
+
+    def restore(self, snapshot: tuple) -> None:
+        """Go back to the state :meth:`snapshot` saw. Shape: ``len(cache)`` and the buffers as they were then."""
+        self._seen, buffers = snapshot
+        for name, buffer in zip(self._buffers, buffers, strict=True):
+            setattr(self, name, buffer)
+
     def _check_new(self, fn: str, axes: tuple[str, ...], sizes: tuple[int | str, ...], **tensors: object) -> int:
         """Each tensor has the shape ``sizes`` along ``axes`` (``"t"``: the new positions, the same t for all) and
         the cache's dtype and device; returns t."""
@@ -227,6 +239,10 @@ class SlidingWindowKVCache(_KeyValueCache):
         slots = torch.arange(len(self), device=self.device)
         oldest = self._seen - len(self)
         return oldest + (slots - oldest) % self.window
+
+    def snapshot(self) -> tuple:
+        """As :meth:`KVCache.snapshot`, with a copy of the window, which the next append overwrites in place."""
+        return self._seen, (self.keys.clone(), self.values.clone())
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store t new positions, overwriting the oldest; return the filled slots. Shape: ``(b, h_kv, len, d)``."""
