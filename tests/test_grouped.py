@@ -106,10 +106,11 @@ def test_a_sliding_cache_gives_sliding_window_attention(window, chunks):
 
 
 def test_plain_multihead_attention_is_the_h_kv_equals_h_case_and_decodes_with_a_cache():
-    torch.manual_seed(0)
-    layer = al.GroupedQueryAttention(16, 4, 4, bias=True, rope=False)
-    torch.manual_seed(0)
-    mha = al.MultiHeadAttention(16, 4)  # the same initialisation, drawn in the same order
+    mha = al.MultiHeadAttention(16, 4)
+    state = torch.random.get_rng_state()
+    layer = al.GroupedQueryAttention.from_multihead(mha)
+    assert torch.equal(torch.random.get_rng_state(), state)  # copied weights: nothing drawn from the caller's stream
+    assert (layer.num_kv_heads, layer.rope, layer.causal) == (4, False, True)
     for (name, a), (_, b) in zip(layer.state_dict().items(), mha.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
     x = torch.randn(2, 6, 16)
@@ -120,8 +121,7 @@ def test_plain_multihead_attention_is_the_h_kv_equals_h_case_and_decodes_with_a_
     cache = layer.new_cache(2, 6)
     pieces = [layer(x[:, t:t + 1], cache=cache)[0] for t in range(6)]
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, **TOL[torch.float32])
-    encoder = al.GroupedQueryAttention(16, 4, 4, bias=True, rope=False, causal=False)
-    encoder.load_state_dict(layer.state_dict())
+    encoder = al.GroupedQueryAttention.from_multihead(mha, causal=False)
     keep = torch.tensor([True, False, True, True])[:, None, None]  # (h, 1, 1): head 1 switched off
     torch.testing.assert_close(encoder(x, mask=keep)[0], mha(x, mask=keep)[0], **TOL[torch.float32])
     torch.testing.assert_close(layer(x, mask=keep)[0], mha(x, mask=keep & al.causal_mask(6))[0], **TOL[torch.float32])

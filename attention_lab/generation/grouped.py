@@ -100,8 +100,8 @@ class GroupedQueryAttention(nn.Module):
     ``num_kv_heads == num_heads`` is multi-head attention, ``num_kv_heads == 1`` multi-query attention. With
     ``rope=True`` queries and keys are rotated by their positions (:func:`~attention_lab.apply_rope`), continuing
     from the cache's offset. ``causal=True`` (the default) lets query i see keys j <= i; ``causal=False`` is an
-    encoder's attention, which keeps no cache. Initialised as :class:`~attention_lab.MultiHeadAttention`, so with
-    ``num_kv_heads == num_heads`` and ``rope=False`` it is that module plus a cache (:meth:`to_torch` converts it).
+    encoder's attention, which keeps no cache. With ``num_kv_heads == num_heads`` and ``rope=False`` it is
+    :class:`~attention_lab.MultiHeadAttention` plus a cache (:meth:`from_multihead` and :meth:`to_torch` convert).
 
     ``forward(x, *, mask=None, need_weights=False, cache=None)`` returns ``(output, weights)``: the bool ``mask``
     (True = may attend, broadcastable to ``(b, h, i, j)``) is combined with causality; ``need_weights`` returns the
@@ -138,7 +138,10 @@ class GroupedQueryAttention(nn.Module):
         self.k_proj = nn.Linear(embed_dim, num_kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(embed_dim, num_kv_heads * head_dim, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        MultiHeadAttention.reset_parameters(self)  # the same initialisation, drawn in the same order
+        for proj in (self.q_proj, self.k_proj, self.v_proj):  # as nn.MultiheadAttention
+            nn.init.xavier_uniform_(proj.weight)
+            if proj.bias is not None:
+                nn.init.zeros_(proj.bias)
 
     def extra_repr(self) -> str:
         return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, "
@@ -168,6 +171,22 @@ class GroupedQueryAttention(nn.Module):
         if kind == "concat":
             return ConcatKVCache(*sizes, self.head_dim, **options)
         return SlidingWindowKVCache(*sizes, window, self.head_dim, **options)
+
+    @classmethod
+    def from_multihead(cls, module: MultiHeadAttention, *, causal: bool = True) -> GroupedQueryAttention:
+        """Plain multi-head attention (num_kv_heads == num_heads, rope=False) with the weights, dtype, device and
+        train/eval mode of ``module``; the caller's random stream is left as it was (the weights are copied).
+
+        Shape: four ``(e, e)`` projections -> the same four.
+        """
+        if not isinstance(module, MultiHeadAttention):
+            fail("GroupedQueryAttention.from_multihead", f"expected a MultiHeadAttention, got {type(module).__name__}",
+                 TypeError)
+        with torch.random.fork_rng(devices=[]):  # its own draws are overwritten next
+            layer = cls(module.embed_dim, module.num_heads, module.num_heads, bias=module.bias, rope=False,
+                        causal=causal)
+        layer.load_state_dict(module.state_dict())  # the same four projections, by name
+        return layer.to(module.q_proj.weight).train(module.training)
 
     def to_torch(self, *, batch_first: bool = True) -> nn.Module:
         """An ``nn.MultiheadAttention`` with the same weights, for plain multi-head attention only (num_kv_heads ==

@@ -151,6 +151,13 @@ def _headwise(name: str, kernel: Callable[[Mapping[str, object], bool], Callable
     return build
 
 
+def _softmax(options: Mapping[str, object], e: int, h: int, max_len: int, causal: bool) -> nn.Module:
+    if options["positions"] == "learned" and options["num_kv_heads"] is None:  # plain: MultiHeadAttention's draws
+        return GroupedQueryAttention.from_multihead(MultiHeadAttention(e, h), causal=causal)
+    return GroupedQueryAttention(e, h, options["num_kv_heads"] or h, bias=True, rope=options["positions"] == "rope",
+                                 causal=causal)
+
+
 def _block_sparse(options: Mapping[str, object], causal: bool) -> Callable[..., torch.Tensor]:
     layout = options["layout"]
     if causal:
@@ -159,10 +166,8 @@ def _block_sparse(options: Mapping[str, object], causal: bool) -> Callable[..., 
 
 
 ATTENTION_TABLE: Mapping[str, AttentionEntry] = MappingProxyType({
-    "softmax": AttentionEntry(
-        lambda o, e, h, max_len, causal: GroupedQueryAttention(e, h, o["num_kv_heads"] or h, bias=True,
-                                                               rope=o["positions"] == "rope", causal=causal),
-        {"positions": "learned", "num_kv_heads": None}, mask=True, weights=True, cache="keys and values"),
+    "softmax": AttentionEntry(_softmax, {"positions": "learned", "num_kv_heads": None}, mask=True, weights=True,
+                              cache="keys and values"),
     "block_sparse": AttentionEntry(_headwise("block_sparse", _block_sparse),
                                    {"layout": BlockLayout.sliding_window(64, neighbours=1)}),
     "linear": AttentionEntry(_headwise("linear", lambda o, causal: lambda q, k, v: linear_attention(

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from .._validation import check_bool, check_choice, check_positive_ints, check_tensor, check_token_ids, fail
+from ..core.multihead import MultiHeadAttention
 from ..generation.grouped import CACHE_KINDS, GroupedQueryAttention
 from .attention_choice import ATTENTION_TABLE, AttentionSpec, build_attention, check_attention
 from .generate import _decode
@@ -102,7 +103,7 @@ class TransformerBlock(nn.Module):
                  ) -> None:
         super().__init__()
         self.norm = norm
-        self.attn = (GroupedQueryAttention(d_model, num_heads, num_heads, bias=True, rope=False, causal=False)
+        self.attn = (GroupedQueryAttention.from_multihead(MultiHeadAttention(d_model, num_heads), causal=False)
                      if attention is None else attention)
         self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
         self.norm1 = _norm(norm, d_model)
