@@ -9,22 +9,18 @@ answers the blocks' one call, ``forward(x, *, mask=None, need_weights=False, cac
 holds its ``causal`` flag (and applies causality itself) and refuses what it does not support; the model reads the
 table to refuse ``head_mask`` (needs a mask), ``return_attention=True`` (weights) and caches before anything runs.
 
-================  ========================================================  ============================  ============
-name              module (options, defaults)                                mask / weights                decodes with
-================  ========================================================  ============================  ============
-``softmax``       :class:`~attention_lab.GroupedQueryAttention` with bias   both (head_mask,              its KV cache
-                  (``positions="learned"`` or ``"rope"``, ``num_kv_heads``  return_attention)
-                  None: one per query head)
-``block_sparse``  :class:`HeadwiseAttention`: heads run                     no                            recomputing
-                  :func:`~attention_lab.block_sparse_attention` (``layout``
-                  a sliding window, blocks of 64, one block each side)
-``linear``        ... :func:`~attention_lab.linear_attention` (``"elu"``)   no                            S and z
-``performer``     ... :func:`~attention_lab.performer_attention` (64, 0)    no                            recomputing
-``topk``          ... :func:`~attention_lab.topk_attention` (``top_k=32``)  no                            recomputing
-``cluster``       ... :func:`~attention_lab.cluster_attention` (8, 0)       no                            (encoder)
-``linformer``     :class:`~attention_lab.LinformerSelfAttention` (64)       no                            (encoder)
-``synthesizer``   :class:`~attention_lab.SynthesizerAttention` (``dense``)  weights                       recomputing
-================  ========================================================  ============================  ============
+================  ===========================================================  ===============  ==============
+name              module (default options)                                     mask / weights   decodes with
+================  ===========================================================  ===============  ==============
+``softmax``       :class:`~attention_lab.GroupedQueryAttention` (learned, h_kv=h)  both             its KV cache
+``block_sparse``  :class:`HeadwiseAttention`: ``block_sparse_attention`` (window)  no               recomputing
+``linear``        ... ``linear_attention`` (``feature_map="elu"``)                 no               its S and z
+``performer``     ... ``performer_attention`` (``num_features=64, seed=0``)        no               recomputing
+``topk``          ... ``topk_attention`` (``top_k=32``)                            no               recomputing
+``cluster``       ... ``cluster_attention`` (``num_clusters=8, seed=0``)           no               (encoder only)
+``linformer``     :class:`~attention_lab.LinformerSelfAttention` (``rank=64``)     no               (encoder only)
+``synthesizer``   :class:`~attention_lab.SynthesizerAttention` (``kind="dense"``)  weights          recomputing
+================  ===========================================================  ===============  ==============
 
 Sequences shorter than ``top_k``, ``num_clusters`` or ``rank`` use that many. Adding an attention: CONTRIBUTING
 "Adding an attention variant".
