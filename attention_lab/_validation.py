@@ -79,9 +79,10 @@ def check_token_ids(fn: str, name: str, tokens: torch.Tensor, vocab_size: int) -
     if tokens.dtype != torch.long:
         fail(fn, f"{name} must be integer ids (torch.long), got dtype {tokens.dtype}; convert with {name}.long()",
              TypeError)
-    if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
-        fail(fn, f"{name} must hold ids in [0, vocab_size={vocab_size}), got ids from {int(tokens.min())} to "
-                 f"{int(tokens.max())}; map them into the model's vocabulary or build it with a larger vocab_size")
+    low, high = (int(end) for end in torch.aminmax(tokens)) if tokens.numel() else (0, 0)
+    if low < 0 or high >= vocab_size:
+        fail(fn, f"{name} must hold ids in [0, vocab_size={vocab_size}), got ids from {low} to {high}; map them "
+                 f"into the model's vocabulary or build it with a larger vocab_size")
     return tokens
 
 
