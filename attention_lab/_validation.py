@@ -74,6 +74,18 @@ def check_tensor(fn: str, name: str, x: object, *, min_dim: int = 0, floating: b
     return x
 
 
+def check_token_ids(fn: str, name: str, tokens: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Integer token ids (torch.long) in ``[0, vocab_size)``, the rows an embedding table of ``vocab_size`` has."""
+    if tokens.dtype != torch.long:
+        fail(fn, f"{name} must be integer ids (torch.long), got dtype {tokens.dtype}; convert with {name}.long()",
+             TypeError)
+    low, high = (int(end) for end in torch.aminmax(tokens)) if tokens.numel() else (0, 0)
+    if low < 0 or high >= vocab_size:
+        fail(fn, f"{name} must hold ids in [0, vocab_size={vocab_size}), got ids from {low} to {high}; map them "
+                 f"into the model's vocabulary or build it with a larger vocab_size")
+    return tokens
+
+
 def check_positive_int(fn: str, name: str, value: object, *, minimum: int = 1) -> int:
     """An ``int`` (bools and floats refused) that is at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int):

@@ -47,7 +47,7 @@ from attention_lab.measure.memory import format_bytes, measure_peak_memory
 from attention_lab.measure.results import write_results
 from attention_lab.measure.timing import compare, thread_report
 from attention_lab.models.attention_choice import attention_spec
-from attention_lab.models.generate import decode, make_caches, next_token_timers
+from attention_lab.models.generate import decode, next_token_timers
 from attention_lab.models.transformer import TinyTransformer, TransformerConfig
 from attention_lab.runtime import machine_label
 
@@ -158,7 +158,7 @@ def cache_bytes(context: int, rows: list[dict]) -> None:
     for kv_heads, label in ((HEADS, "multi-head"), (2, "grouped-query"), (1, "multi-query")):
         model = lesson_model(kv_heads)
         for batch in (1, 16):
-            measured = measure_peak_memory(make_caches, model, "preallocated", batch, context).retained_bytes
+            measured = measure_peak_memory(model.new_caches, batch, context).retained_bytes
             formula = al.kv_cache_bytes(num_layers=LAYERS, num_kv_heads=kv_heads, head_dim=head_dim, seq_len=context,
                                         batch_size=batch, bytes_per_value=4)
             print(f"{label:<14} batch {batch:>2}: measured {measured:>10,d} B, formula {formula:>10,d} B "
@@ -166,7 +166,7 @@ def cache_bytes(context: int, rows: list[dict]) -> None:
             rows.append(dict(section="cache_bytes", setting=label, context=context, batch=batch, variant="KVCache",
                              bytes_measured=measured, bytes_formula=formula))
     window = 256
-    measured = measure_peak_memory(make_caches, lesson_model(), "sliding", 1, 0, window=window).retained_bytes
+    measured = measure_peak_memory(lesson_model().new_caches, 1, 1, kind="sliding", window=window).retained_bytes
     formula = al.kv_cache_bytes(num_layers=LAYERS, num_kv_heads=HEADS, head_dim=head_dim, seq_len=window,
                                 bytes_per_value=4)
     print(f"sliding window {window}: measured {measured:,d} B, formula {formula:,d} B at any context")

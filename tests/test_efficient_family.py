@@ -446,3 +446,24 @@ def test_dense_synthesizer_as_fused_attention_equals_its_written_out_scores(caus
     heads = reference.synthesizer_attention(module.scores(x), v, causal=causal)[0]  # (b, h, i, d)
     expected = module.out_proj(heads.transpose(1, 2).reshape(2, 7, 6))
     torch.testing.assert_close(module(x)[0], expected, **FP64)
+
+
+@pytest.mark.parametrize("chunks", [[7], [3, 1, 1, 2], [1] * 7])
+def test_the_running_state_continues_causal_linear_attention_chunk_by_chunk(chunks):
+    q, k, v = (torch.randn(2, 3, 7, d, dtype=torch.float64) for d in (4, 4, 5))
+    state = al.LinearAttentionState(feature_map="relu")
+    pieces, start = [], 0
+    for t in chunks:
+        pieces.append(state.attend(q[..., start:start + t, :], k[..., start:start + t, :], v[..., start:start + t, :]))
+        start += t
+    expected = al.linear_attention(q, k, v, causal=True, feature_map="relu")
+    torch.testing.assert_close(torch.cat(pieces, dim=-2), expected, **TOL[torch.float64])
+    assert state.offset == 7 and state.nbytes == 2 * 3 * 4 * (5 + 1) * 8  # S and z: b h m (dv + 1) fp64 values
+    saved = state.snapshot()
+    state.attend(q[..., :2, :], k[..., :2, :], v[..., :2, :])
+    state.restore(saved)
+    assert state.offset == 7
+    with pytest.raises(ValueError, match=r"LinearAttentionState.attend\(\): the state holds S of shape \(2, 3, 4, 5\)"):
+        state.attend(q[:1, :, :1], k[:1, :, :1], v[:1, :, :1])
+    state.reset()
+    assert state.nbytes == 0 and state.offset == 0

@@ -11,7 +11,7 @@ from attention_lab import reference
 from attention_lab.core.masks import causal_mask
 from attention_lab.measure.memory import measure_peak_memory
 from attention_lab.models.attention_choice import attention_spec
-from attention_lab.models.generate import decode, forward_with_cache, make_caches, next_token_timers
+from attention_lab.models.generate import decode, next_token_timers
 from attention_lab.models.tasks import PointerLookup, Repeat, Reversal, make_generator
 from attention_lab.models.training import train
 from attention_lab.models.transformer import TinyTransformer, TransformerConfig
@@ -134,10 +134,10 @@ def test_kv_cache_bytes_is_what_the_caches_allocate_to_the_byte():
     assert al.kv_cache_bytes(num_layers=32, num_kv_heads=8, head_dim=128, seq_len=8192) == 2**30  # Llama-3-8B
     model = TinyTransformer(TransformerConfig(vocab_size=11, max_len=64, d_model=48, num_heads=6, num_layers=3,
                                               causal=True, attention=attention_spec("softmax", num_kv_heads=2)))
-    measured = measure_peak_memory(make_caches, model, "preallocated", 5, 37)
+    measured = measure_peak_memory(model.new_caches, 5, 37)
     formula = al.kv_cache_bytes(num_layers=3, num_kv_heads=2, head_dim=8, seq_len=37, batch_size=5, bytes_per_value=4)
     assert measured.retained_bytes == measured.peak_bytes == formula == sum(c.nbytes for c in measured.result)
-    sliding = sum(c.nbytes for c in make_caches(model, "sliding", 5, 0, window=9))
+    sliding = sum(c.nbytes for c in model.new_caches(5, 1, kind="sliding", window=9))
     assert sliding == al.kv_cache_bytes(num_layers=3, num_kv_heads=2, head_dim=8, seq_len=9, batch_size=5,
                                         bytes_per_value=4)
     mla = al.MultiHeadLatentAttention(48, 6, 10)
@@ -193,15 +193,51 @@ def test_next_token_timers_repeat_the_same_step_and_agree():
         torch.testing.assert_close(second, first, rtol=0, atol=0)
 
 
-def test_forward_with_cache_continues_after_the_cached_positions():
+@pytest.mark.parametrize("kind", ["preallocated", "concat"])
+def test_a_cached_forward_continues_after_the_cached_positions(kind):
     torch.manual_seed(0)
     model = TinyTransformer(TransformerConfig(vocab_size=11, max_len=12, d_model=16, num_heads=2, num_layers=2,
                                               causal=True)).eval()
     tokens = torch.randint(0, 11, (2, 12))
-    caches = make_caches(model, "preallocated", 2, 12)
+    caches = model.new_caches(2, 12, kind=kind)
     with torch.no_grad():
-        parts = [forward_with_cache(model, tokens[:, a:b], caches) for a, b in [(0, 5), (5, 6), (6, 12)]]
+        parts = [model(tokens[:, a:b], caches=caches) for a, b in [(0, 5), (5, 6), (6, 12)]]
         torch.testing.assert_close(torch.cat(parts, dim=1), model(tokens), **TOL[torch.float32])
+
+
+def _held(caches):
+    """What each cache holds now, copied: its offset and the keys and values it holds (or linear attention's S, z)."""
+    if isinstance(caches[0], al.LinearAttentionState):
+        return [(cache.offset, [cache.state.clone(), cache.z.clone()]) for cache in caches]
+    return [(cache.offset, [cache.keys[:, :, :len(cache)].clone(), cache.values[:, :, :len(cache)].clone()])
+            for cache in caches]
+
+
+@pytest.mark.parametrize("attention, kind", [("softmax", "preallocated"), ("softmax", "sliding"),
+                                             (attention_spec("softmax", positions="rope"), "concat"),
+                                             ("linear", "preallocated")])
+def test_a_cached_forward_that_fails_at_a_later_layer_leaves_every_cache_as_it_was(attention, kind):
+    torch.manual_seed(0)
+    model = TinyTransformer(TransformerConfig(vocab_size=11, max_len=16, d_model=16, num_heads=2, num_layers=2,
+                                              causal=True, attention=attention)).double().eval()
+    tokens = torch.randint(0, 11, (1, 9))
+    window = dict(window=4) if kind == "sliding" else {}
+    caches = model.new_caches(1, 16, kind=kind, **window)
+    other = model.new_caches(2, 16, kind=kind, **window)  # layer 1 gets a cache of another batch size
+    with torch.no_grad():
+        model(tokens[:, :6], caches=caches)
+        model(tokens[:, :6].expand(2, -1), caches=other)
+        before = _held(caches)
+        with pytest.raises((ValueError, TypeError)):
+            model(tokens[:, 6:7], caches=[caches[0], other[1]])  # layer 0 appends, then layer 1 refuses
+        after = _held(caches)
+        for (offset, tensors), (offset_now, tensors_now) in zip(before, after, strict=True):
+            assert offset == offset_now and all(torch.equal(a, b) for a, b in zip(tensors, tensors_now, strict=True))
+        steps = [model(tokens[:, a:b], caches=caches) for a, b in [(6, 7), (7, 9)]]
+    fresh = model.new_caches(1, 16, kind=kind, **window)
+    with torch.no_grad():
+        expected = [model(tokens[:, a:b], caches=fresh) for a, b in [(0, 6), (6, 7), (7, 9)]][1:]
+    torch.testing.assert_close(torch.cat(steps, dim=1), torch.cat(expected, dim=1), rtol=0, atol=0)
 
 
 def test_model_options_and_bad_generation_inputs_get_clear_errors():
@@ -222,29 +258,57 @@ def test_model_options_and_bad_generation_inputs_get_clear_errors():
     with pytest.raises(TypeError, match=r"TinyTransformer\(\): expected a TransformerConfig, got int"):
         TinyTransformer(10)
     encoder = TinyTransformer(TransformerConfig(vocab_size=10, max_len=8, d_model=16, num_heads=4, num_layers=1))
-    with pytest.raises(ValueError, match=r"decode\(\): the model must be a decoder, built with causal=True"):
+    with pytest.raises(ValueError, match=r"TinyTransformer.generate\(\): the model must be a decoder, built with "
+                                         r"causal=True"):
         encoder.generate(torch.tensor([[1, 2]]), 3)
+    with pytest.raises(ValueError, match=r"TinyTransformer.new_caches\(\): an encoder \(causal=False\) keeps no cache"):
+        encoder.new_caches(1, 8)
+    with pytest.raises(ValueError, match=r"TinyTransformer.forward\(\): an encoder \(causal=False\) keeps no cache"):
+        encoder(torch.tensor([[1, 2]]), caches=[al.KVCache(1, 4, 8, 4)])
+    with pytest.raises(ValueError, match=r"GroupedQueryAttention.forward\(\): an encoder's attention \(causal=False\) "
+                                         r"takes no cache"):
+        encoder.layers[0].attn(torch.randn(1, 2, 16), cache=al.KVCache(1, 4, 8, 4))
     model = TinyTransformer(TransformerConfig(vocab_size=10, max_len=8, d_model=16, num_heads=4, num_layers=1,
                                               causal=True))
-    with pytest.raises(ValueError, match=r"would read the prompt \(5 tokens\) and 4 new ones, 9 positions, more than "
-                                         r"its max_len=8"):
-        model.generate(torch.ones(1, 5, dtype=torch.long), 5)
-    assert model.generate(torch.ones(1, 5, dtype=torch.long), 4).shape == (1, 9)  # reads 8 positions: fits
+    ones = torch.ones(1, 3, dtype=torch.long)
+    assert model.generate(torch.ones(1, 5, dtype=torch.long), 5).shape == (1, 10)  # past max_len: the context slides
+    with pytest.raises(ValueError, match=r"TinyTransformer.generate\(\): prompt must hold ids in \[0, "
+                                         r"vocab_size=10\), got ids from 1 to 10"):
+        model.generate(torch.tensor([[1, 10]]), 2)
+    with pytest.raises(ValueError, match=r"^decode\(\): prompt must hold ids in \[0, vocab_size=10\), got ids from -1"):
+        decode(model, torch.tensor([-1, 2]), 2)
     with pytest.raises(ValueError, match=r"prompt must hold token ids \(torch.long\) of shape \(b, n\) or \(n,\).*got "
                                          r"dtype torch.float32"):
         model.generate(torch.ones(1, 3), 2)
     with pytest.raises(ValueError, match=r"max_new_tokens must be >= 0, got max_new_tokens=-1"):
-        model.generate(torch.ones(1, 3, dtype=torch.long), -1)
+        model.generate(ones, -1)
     with pytest.raises(TypeError, match=r"use_cache must be True or False, got str 'yes'"):
-        model.generate(torch.ones(1, 3, dtype=torch.long), 2, use_cache="yes")
+        model.generate(ones, 2, use_cache="yes")
+    with pytest.raises(TypeError, match=r"TinyTransformer.forward\(\): return_attention must be True or False, got "
+                                        r"str 'yes'"):
+        model(ones, return_attention="yes")
     with pytest.raises(ValueError, match=r"cache must be one of 'none', 'preallocated', 'concat', 'sliding', got "
                                          r"cache='ring'"):
-        decode(model, torch.ones(1, 3, dtype=torch.long), 2, cache="ring")
-    with pytest.raises(ValueError, match=r"cache='sliding' needs window="):
-        decode(model, torch.ones(1, 3, dtype=torch.long), 2, cache="sliding")
-    with pytest.raises(ValueError, match=r"window applies only to cache='sliding', got window=3 with "
-                                         r"cache='preallocated'"):
-        decode(model, torch.ones(1, 3, dtype=torch.long), 2, window=3)
+        decode(model, ones, 2, cache="ring")
+    for options in (dict(cache="sliding"), dict(window=3)):
+        with pytest.raises(ValueError, match=r"^decode\(\): window= is needed with cache='sliding' and only then"):
+            decode(model, ones, 2, **options)
+    caches = model.new_caches(1, 8)
+    with pytest.raises(TypeError, match=r"caches must be a list of one cache per layer \(1\), got 2; make them with "
+                                        r"model.new_caches"):
+        model(ones, caches=caches * 2)
+    with pytest.raises(ValueError, match=r"a cached forward takes no head_mask"):
+        model(ones, caches=caches, head_mask=torch.ones(1, 4, dtype=torch.bool))
+    model(torch.ones(1, 6, dtype=torch.long), caches=caches)
+    with pytest.raises(ValueError, match=r"TinyTransformer.forward\(\): after 6 cached positions, 3 tokens would reach "
+                                         r"position 8, past the learned positions 0..7"):
+        model(ones, caches=caches)
+    assert caches[0].offset == 6
+    with pytest.raises(ValueError, match=r"TinyTransformer.new_caches\(\): max_len must be at most the model's "
+                                         r"max_len=8 \(its learned positions end there\), got max_len=9"):
+        model.new_caches(1, 9)
+    with pytest.raises(ValueError, match=r"GroupedQueryAttention.new_cache\(\): window= is needed with kind='sliding'"):
+        model.new_caches(1, 8, kind="sliding")
     for name, value in (("num_layers", 0), ("seq_len", -1)):
         config = dict(num_layers=2, num_kv_heads=2, head_dim=4, seq_len=8) | {name: value}
         with pytest.raises(ValueError, match=rf"kv_cache_bytes\(\): {name} must be >= 1, got {name}={value}"):
@@ -255,12 +319,31 @@ def test_model_options_and_bad_generation_inputs_get_clear_errors():
         al.count_flops(torch.ones(1))
 
 
-def test_a_cache_is_refused_for_a_model_whose_attention_keeps_no_keys_and_values():
+def test_a_model_whose_attention_keeps_no_cache_decodes_by_recomputation():
     prompt = torch.randint(0, 11, (1, 5), generator=torch.Generator().manual_seed(0))
-    for attention in ("linear", attention_spec("performer", num_features=16)):
-        torch.manual_seed(0)
-        model = TinyTransformer(TransformerConfig(vocab_size=11, max_len=32, d_model=32, num_heads=4, num_layers=2,
-                                                  causal=True, attention=attention))
-        with pytest.raises(ValueError, match=r"use_cache=False"):
-            model.generate(prompt, 3)
-        assert model.generate(prompt, 3, use_cache=False).shape == (1, 8)
+    torch.manual_seed(0)
+    model = TinyTransformer(TransformerConfig(vocab_size=11, max_len=32, d_model=32, num_heads=4, num_layers=2,
+                                              causal=True, attention=attention_spec("performer", num_features=16)))
+    assert torch.equal(model.generate(prompt, 3), model.generate(prompt, 3, use_cache=False))
+    with pytest.raises(ValueError, match=r"^decode\(\): attention='performer' keeps no cache, got "
+                                         r"cache='preallocated'; decode it with cache='none'"):
+        decode(model, prompt, 3)
+    with pytest.raises(ValueError, match=r"TinyTransformer.forward\(\): attention='performer' keeps no cache"):
+        model(prompt, caches=[None, None])
+
+
+def test_linear_attention_decodes_with_a_state_of_constant_size():
+    torch.manual_seed(0)
+    model = TinyTransformer(TransformerConfig(vocab_size=11, max_len=40, d_model=16, num_heads=2, num_layers=2,
+                                              causal=True, attention="linear")).eval()
+    prompt = torch.randint(0, 11, (2, 5), generator=torch.Generator().manual_seed(1))
+    cached, recomputed = decode(model, prompt, 20), decode(model, prompt, 20, cache="none")
+    assert torch.equal(cached.tokens, recomputed.tokens)
+    torch.testing.assert_close(cached.logits, recomputed.logits, **TOL[torch.float32])
+    caches = model.new_caches(2, 40)
+    sizes = []
+    with torch.no_grad():
+        for a, b in [(0, 5), (5, 6), (6, 30)]:
+            model(cached.tokens[:, a:b], caches=caches)
+            sizes.append(sum(cache.nbytes for cache in caches))
+    assert len(set(sizes)) == 1 and sizes[0] == 2 * 2 * 2 * 8 * (8 + 1) * 4  # layers, b, h, m (dv + 1), fp32

@@ -9,7 +9,6 @@ from einops import rearrange
 
 import attention_lab as al
 from attention_lab import reference
-from attention_lab.generation.grouped import grouped_self_attention
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # small layers: a second thread only adds waiting
 
@@ -39,7 +38,7 @@ def test_equals_repeated_kv_heads_with_pytorch_sdpa_and_enable_gqa(num_heads, nu
     repeated = F.scaled_dot_product_attention(q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1),
                                               is_causal=True)
     native = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-    ours = layer(x)
+    ours, _ = layer(x)
     torch.testing.assert_close(ours, finish(layer, repeated), **TOL[torch.float32])
     torch.testing.assert_close(ours, finish(layer, native), **TOL[torch.float32])
 
@@ -52,10 +51,10 @@ def test_equals_the_plain_version_in_fp64_values_and_gradients():
         q, k, v = project(layer, x)
         return finish(layer, reference.grouped_query_attention(q, k, v, torch.ones(5, 5, dtype=torch.bool).tril()))
 
-    torch.testing.assert_close(layer(x), plain(x), **TOL[torch.float64])
-    assert torch.autograd.gradcheck(lambda x: layer(x), (x[:1, :4].detach().requires_grad_(),))
+    torch.testing.assert_close(layer(x)[0], plain(x), **TOL[torch.float64])
+    assert torch.autograd.gradcheck(lambda x: layer(x)[0], (x[:1, :4].detach().requires_grad_(),))
     grad = torch.randn(2, 5, 16, dtype=torch.float64)
-    ours = torch.autograd.grad(layer(x), x, grad)[0]
+    ours = torch.autograd.grad(layer(x)[0], x, grad)[0]
     theirs = torch.autograd.grad(plain(x), x, grad)[0]
     torch.testing.assert_close(ours, theirs, **TOL[torch.float64])
 
@@ -64,7 +63,7 @@ def test_query_head_i_reads_kv_head_i_over_group_size():
     layer = al.GroupedQueryAttention(16, 4, 2, rope=False).double()
     x = torch.randn(1, 3, 16, dtype=torch.float64)
     q, k, v = project(layer, x)
-    _, weights = grouped_self_attention(layer, x, need_weights=True)  # (b, h, i, j)
+    _, weights = layer(x, need_weights=True)  # (b, h, i, j)
     for head in range(4):
         _, expected = reference.attention(q[:, head], k[:, head // 2], v[:, head // 2],
                                           torch.ones(3, 3, dtype=torch.bool).tril())
@@ -83,9 +82,9 @@ def test_decoding_with_a_cache_equals_the_full_causal_forward(make_cache, chunks
     cache = make_cache(layer, 2)
     pieces, start = [], 0
     for t in chunks:
-        pieces.append(layer(x[:, start:start + t], cache=cache))
+        pieces.append(layer(x[:, start:start + t], cache=cache)[0])
         start += t
-    torch.testing.assert_close(torch.cat(pieces, dim=1), layer(x), **TOL[torch.float32])
+    torch.testing.assert_close(torch.cat(pieces, dim=1), layer(x)[0], **TOL[torch.float32])
     assert cache.offset == 10
 
 
@@ -97,7 +96,7 @@ def test_a_sliding_cache_gives_sliding_window_attention(window, chunks):
     cache = al.SlidingWindowKVCache(2, 2, window, 4, dtype=torch.float64)
     pieces, start = [], 0
     for t in chunks:
-        pieces.append(layer(x[:, start:start + t], cache=cache))
+        pieces.append(layer(x[:, start:start + t], cache=cache)[0])
         start += t
     q, k, v = project(layer, x)
     expected = reference.sliding_window_attention(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1),
@@ -106,13 +105,38 @@ def test_a_sliding_cache_gives_sliding_window_attention(window, chunks):
     assert cache.nbytes == 2 * 2 * 2 * window * 4 * 8
 
 
-def test_multihead_attention_decodes_with_a_cache_as_the_h_kv_equals_h_case():
+def test_plain_multihead_attention_is_the_h_kv_equals_h_case_and_decodes_with_a_cache():
     mha = al.MultiHeadAttention(16, 4)
+    state = torch.random.get_rng_state()
+    layer = al.GroupedQueryAttention.from_multihead(mha)
+    assert torch.equal(torch.random.get_rng_state(), state)  # copied weights: nothing drawn from the caller's stream
+    assert (layer.num_kv_heads, layer.rope, layer.causal) == (4, False, True)
+    for (name, a), (_, b) in zip(layer.state_dict().items(), mha.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
     x = torch.randn(2, 6, 16)
     full, _ = mha(x, mask=al.causal_mask(6))
-    cache = al.KVCache(2, 4, 6, 4)
-    pieces = [grouped_self_attention(mha, x[:, t:t + 1], cache=cache)[0] for t in range(6)]
+    torch.testing.assert_close(layer(x)[0], full, **TOL[torch.float32])
+    theirs, _ = layer.to_torch()(x, x, x, attn_mask=~al.causal_mask(6))  # PyTorch's mask: True = may NOT attend
+    torch.testing.assert_close(theirs, full, **TOL[torch.float32])
+    cache = layer.new_cache(2, 6)
+    pieces = [layer(x[:, t:t + 1], cache=cache)[0] for t in range(6)]
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, **TOL[torch.float32])
+    encoder = al.GroupedQueryAttention.from_multihead(mha, causal=False)
+    keep = torch.tensor([True, False, True, True])[:, None, None]  # (h, 1, 1): head 1 switched off
+    torch.testing.assert_close(encoder(x, mask=keep)[0], mha(x, mask=keep)[0], **TOL[torch.float32])
+    torch.testing.assert_close(layer(x, mask=keep)[0], mha(x, mask=keep & al.causal_mask(6))[0], **TOL[torch.float32])
+    with pytest.raises(ValueError, match=r"GroupedQueryAttention.to_torch\(\): nn.MultiheadAttention has a key/value "
+                                         r"head per query head and no rotary positions, got num_kv_heads=2"):
+        al.GroupedQueryAttention(16, 4, 2).to_torch()
+
+
+@pytest.mark.parametrize("kind, cache_type", [("preallocated", al.KVCache), ("concat", al.ConcatKVCache),
+                                              ("sliding", al.SlidingWindowKVCache)])
+def test_new_cache_builds_each_kind_for_the_layer(kind, cache_type):
+    layer = al.GroupedQueryAttention(16, 4, 2).double()
+    cache = layer.new_cache(3, 8, kind=kind, **({"window": 4} if kind == "sliding" else {}))
+    assert type(cache) is cache_type and cache.dtype == torch.float64 and cache.num_kv_heads == 2
+    assert (cache.batch_size, cache.head_dim) == (3, 4)
 
 
 def test_batch_equal_to_sequence_equal_to_heads_catches_transposes():
@@ -120,7 +144,7 @@ def test_batch_equal_to_sequence_equal_to_heads_catches_transposes():
     x = torch.randn(4, 4, 16, dtype=torch.float64)
     q, k, v = project(layer, x)
     expected = finish(layer, reference.grouped_query_attention(q, k, v, torch.ones(4, 4, dtype=torch.bool).tril()))
-    torch.testing.assert_close(layer(x), expected, **TOL[torch.float64])
+    torch.testing.assert_close(layer(x)[0], expected, **TOL[torch.float64])
 
 
 def test_latent_attention_equals_its_plain_version_and_decodes_with_its_cache():
@@ -152,7 +176,7 @@ def test_inputs_are_not_changed_and_dtypes_follow_the_layer():
     layer = al.GroupedQueryAttention(16, 4, 1).to(torch.float64)
     x = torch.randn(1, 3, 16, dtype=torch.float64)
     before = x.clone()
-    assert layer(x).dtype == torch.float64 and torch.equal(x, before)
+    assert layer(x)[0].dtype == torch.float64 and torch.equal(x, before)
 
 
 def test_bad_inputs_name_both_values_and_the_valid_choices():
@@ -175,7 +199,7 @@ def test_bad_inputs_name_both_values_and_the_valid_choices():
                                          r"head_dim\) is \(2, 4, 4\) for the cache and \(2, 2, 4\) for the layer"):
         layer(x, cache=al.KVCache(2, 4, 8, 4))
     with pytest.raises(ValueError, match=r"is \(1, 2, 4\) for the cache and \(2, 2, 4\) for the layer and x; build "
-                                         r"the cache with batch_size=2"):
+                                         r"the cache with new_cache\(batch_size=2, max_len=...\)"):
         layer(x, cache=al.KVCache(1, 2, 8, 4))
     with pytest.raises(TypeError, match=r"cache must be one of KVCache, ConcatKVCache, SlidingWindowKVCache \(or "
                                         r"None\), got dict"):
@@ -184,11 +208,19 @@ def test_bad_inputs_name_both_values_and_the_valid_choices():
         layer(torch.randn(3, 16))
     with pytest.raises(TypeError, match=r"x must have the module's dtype torch.float32"):
         layer(x.double())
-    with pytest.raises(TypeError, match=r"grouped_self_attention\(\): layer must be a GroupedQueryAttention or a "
-                                        r"MultiHeadAttention, got Linear"):
-        grouped_self_attention(torch.nn.Linear(16, 16), x)
-    with pytest.raises(ValueError, match=r"mask and need_weights apply only without a cache"):
-        grouped_self_attention(layer, x, cache=layer.new_cache(2, 4), need_weights=True)
+    with pytest.raises(ValueError, match=r"GroupedQueryAttention.forward\(\): mask and need_weights apply only "
+                                         r"without a cache"):
+        layer(x, cache=layer.new_cache(2, 4), need_weights=True)
+    with pytest.raises(TypeError, match=r"GroupedQueryAttention.forward\(\): need_weights must be True or False, got "
+                                        r"str 'yes'"):
+        layer(x, need_weights="yes")
+    with pytest.raises(TypeError, match=r"GroupedQueryAttention\(\): causal must be True or False, got str 'y'"):
+        al.GroupedQueryAttention(16, 4, 2, causal="y")
+    with pytest.raises(ValueError, match=r"GroupedQueryAttention.new_cache\(\): window= is needed with kind='sliding' "
+                                         r"and only then, got kind='preallocated' and window=3"):
+        layer.new_cache(2, 4, window=3)
+    with pytest.raises(ValueError, match=r"GroupedQueryAttention.new_cache\(\): an encoder's attention"):
+        al.GroupedQueryAttention(16, 4, 2, causal=False).new_cache(2, 4)
     with pytest.raises(ValueError, match=r"the cache is full: it holds 2 of max_len=4 positions and cannot take t=3"):
         cache = layer.new_cache(2, 4)
         layer(x[:, :2], cache=cache)

@@ -143,3 +143,15 @@ def test_bad_inputs_name_the_cache_and_what_it_expects():
         al.SlidingWindowKVCache(1, 1, 2.5, 4)
     with pytest.raises(TypeError, match=r"dtype must be a floating torch.dtype such as torch.float32, got torch.int64"):
         al.ConcatKVCache(1, 1, 4, dtype=torch.int64)
+
+
+def test_restore_undoes_every_append_after_a_snapshot():
+    k = torch.randn(1, 2, 5, 4)
+    for cache in (al.KVCache(1, 2, 8, 4), al.ConcatKVCache(1, 2, 4), al.SlidingWindowKVCache(1, 2, 3, 4)):
+        cache.append(k[:, :, :3], k[:, :, :3])
+        held = [t.clone() for t in cache.append(k[:, :, :0], k[:, :, :0])]  # what it holds: keys, values
+        saved = cache.snapshot()
+        cache.append(k[:, :, 3:5], -k[:, :, 3:5])  # the sliding cache overwrites two of its three slots
+        cache.restore(saved)
+        assert cache.offset == 3 and all(torch.equal(a, b) for a, b in zip(cache.append(k[:, :, :0], k[:, :, :0]),
+                                                                            held, strict=True))

@@ -150,7 +150,7 @@ def test_bad_inputs_get_clear_errors():
         m(torch.zeros(3, dtype=torch.long))
     with pytest.raises(ValueError, match=r"1 to max_len=9 positions, got 10"):
         m(torch.zeros(1, 10, dtype=torch.long))
-    with pytest.raises(ValueError, match=r"token ids must lie in \[0, vocab_size=7\), got ids from 0 to 7"):
+    with pytest.raises(ValueError, match=r"tokens must hold ids in \[0, vocab_size=7\), got ids from 0 to 7"):
         m(torch.tensor([[0, 7]]))
     with pytest.raises(ValueError, match=r"head_mask must be a bool tensor of shape \(layers, h\) = \(2, 2\)"):
         m(tokens(), head_mask=torch.ones(2, 3, dtype=torch.bool))

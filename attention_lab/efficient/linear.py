@@ -30,8 +30,9 @@ import torch
 import torch.nn.functional as F
 
 from .._validation import check_bool, check_qkv, fail
+from ..core.masks import causal_mask
 
-__all__ = ["FEATURE_MAPS", "kernel_attention", "linear_attention", "linear_attention_recurrent"]
+__all__ = ["FEATURE_MAPS", "LinearAttentionState", "kernel_attention", "linear_attention", "linear_attention_recurrent"]
 
 _CHUNK = 64  # causal chunk: a (64 x 64) masked matrix per chunk; larger chunks do more masked-out work
 
@@ -187,3 +188,60 @@ def linear_attention_recurrent(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
         denominator = (phi_q[..., t, :] * z).sum(dim=-1, keepdim=True)  # phi(q^t)^T z, (..., 1)
         outputs.append(_divide(numerator, denominator))
     return torch.stack(outputs, dim=-2)  # (..., n, dv)
+
+
+class LinearAttentionState:
+    """The running state (S, z) of causal linear attention: what a decoder keeps instead of keys and values.
+
+    ``attend(q, k, v)`` takes the queries, keys and values of the t positions that come next (t = the whole prompt,
+    then 1 per new token): inside those t positions the (t x t) masked weights, before them the state, exactly as
+    :func:`linear_attention_recurrent` computes it; then S += phi(K)^T V and z += the sum of phi(k^j). S and z hold
+    m (dv + 1) numbers per batch row and head however many positions were seen, so each step costs the same.
+    ``offset`` (positions seen), ``nbytes``, ``reset()``, and ``snapshot()``/``restore()`` as the KV caches have.
+
+    Shape: q and k ``(b, h, t, d)``, v ``(b, h, t, dv)`` -> ``(b, h, t, dv)``; S ``(b, h, m, dv)``, z ``(b, h, m)``.
+    """
+
+    def __init__(self, *, feature_map: str | Callable[[torch.Tensor], torch.Tensor] = "elu") -> None:
+        self.feature_map = feature_map
+        self.reset()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the state holds: S and z (nothing before the first ``attend``)."""
+        return 0 if self.state is None else self.state.nbytes + self.z.nbytes
+
+    def reset(self) -> None:
+        """Forget every position. Shape: S and z become None until the next ``attend``."""
+        self.state, self.z, self.offset = None, None, 0
+
+    def snapshot(self) -> tuple:
+        """What :meth:`restore` needs to undo later steps (``attend`` makes new tensors, so nothing is copied)."""
+        return self.offset, self.state, self.z
+
+    def restore(self, snapshot: tuple) -> None:
+        """Go back to the state :meth:`snapshot` saw. Shape: S and z as they were then."""
+        self.offset, self.state, self.z = snapshot
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Causal linear attention of t new positions after those already in the state; updates the state.
+
+        Shape: q and k ``(b, h, t, d)``, v ``(b, h, t, dv)`` -> ``(b, h, t, dv)``.
+        """
+        fn = "LinearAttentionState.attend"
+        phi_q, phi_k = _checked_features(fn, q, k, v, True, self.feature_map)  # (b, h, t, m) each
+        sizes = (*phi_k.shape[:-2], phi_k.shape[-1], v.shape[-1])  # (b, h, m, dv)
+        if self.state is None:
+            state, z = v.new_zeros(sizes), v.new_zeros(sizes[:-1])  # S (b, h, m, dv), z (b, h, m)
+        elif self.state.shape != sizes or self.state.dtype != v.dtype:
+            fail(fn, f"the state holds S of shape {tuple(self.state.shape)} ({self.state.dtype}), these inputs need "
+                     f"{sizes} ({v.dtype}); use a new LinearAttentionState for another batch, layer or dtype")
+        else:
+            state, z = self.state, self.z
+        a = (phi_q @ phi_k.transpose(-2, -1)) * causal_mask(q.shape[-2], device=q.device)  # (b, h, t, t)
+        numerator = a @ v + phi_q @ state  # (b, h, t, dv)
+        denominator = a.sum(dim=-1, keepdim=True) + phi_q @ z.unsqueeze(-1)  # (b, h, t, 1)
+        self.state = state + phi_k.transpose(-2, -1) @ v  # (b, h, m, dv)
+        self.z = z + phi_k.sum(dim=-2)  # (b, h, m)
+        self.offset += q.shape[-2]
+        return _divide(numerator, denominator)

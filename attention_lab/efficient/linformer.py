@@ -24,6 +24,7 @@ from einops import rearrange
 from torch import nn
 
 from .._validation import (
+    check_bool,
     check_heads_divide,
     check_positive_ints,
     check_qkv,
@@ -66,9 +67,10 @@ class LinformerSelfAttention(nn.Module):
 
     Same q, k, v, output projections as :class:`~attention_lab.MultiHeadAttention` (``q_proj``, ``k_proj``,
     ``v_proj``, ``out_proj``), plus ``e_proj`` and ``f_proj``, parameters of shape ``(rank, seq_len)`` drawn from
-    N(0, 1/rank) as in the paper. ``forward(x, *, mask=None, need_weights=False)`` returns ``(output, weights)``;
-    there is no mask (E mixes all positions, see the module docstring), and ``weights`` are over the ``rank``
-    projected rows, ``(b, h, i, rank)``.
+    N(0, 1/rank) as in the paper. ``forward(x, *, mask=None, need_weights=False, cache=None)`` returns
+    ``(output, weights)``; there is no mask and no cache (E mixes all positions, see the module docstring), and
+    ``weights`` are over the ``rank`` projected rows, ``(b, h, i, rank)``. ``causal`` is False: it has no causal
+    form.
 
     Shape: x ``(b, i, e)`` with i <= seq_len -> output ``(b, i, e)``, weights ``(b, h, i, rank)`` or ``None``.
     """
@@ -82,6 +84,7 @@ class LinformerSelfAttention(nn.Module):
                      f"got rank={rank}")
         check_heads_divide(fn, "embed_dim", embed_dim, num_heads)
         self.embed_dim, self.num_heads, self.seq_len, self.rank = embed_dim, num_heads, seq_len, rank
+        self.causal = False  # no causal form: E and F mix every position
         self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(embed_dim, embed_dim, bias=bias)
                                                                 for _ in range(4))
         for proj in (self.q_proj, self.k_proj, self.v_proj):
@@ -92,13 +95,15 @@ class LinformerSelfAttention(nn.Module):
     def extra_repr(self) -> str:
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, seq_len={self.seq_len}, rank={self.rank}"
 
-    def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, need_weights: bool = False
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, need_weights: bool = False,
+                cache: None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         fn = "LinformerSelfAttention.forward"
         check_sequence_input(fn, "x", x, self.q_proj.weight, max_len=self.seq_len)
-        if mask is not None:
-            fail(fn, "Linformer takes no mask: E and F mix every position, so no key can be hidden from a query; use "
-                     "softmax or linear attention for causal or padded inputs")
+        check_bool(fn, "need_weights", need_weights)
+        if mask is not None or cache is not None:
+            fail(fn, f"Linformer takes no {'mask' if mask is not None else 'cache'}: E and F mix every position, so "
+                     f"no key can be hidden from a query and nothing is kept while generating; use softmax or linear "
+                     f"attention for causal or padded inputs")
         h = self.num_heads
         n = x.shape[1]
         q = rearrange(self.q_proj(x), "b i (h d) -> b h i d", h=h)  # (b, h, i, d)

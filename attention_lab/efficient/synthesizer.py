@@ -65,8 +65,9 @@ class SynthesizerAttention(nn.Module):
     """Self-attention with synthesised weights (``kind`` ``"dense"`` or ``"random"``), see the module docstring.
 
     ``num_heads`` heads, each with its own scores and a slice of the value projection; ``causal=True`` hides keys
-    after the query. ``forward(x, *, mask=None, need_weights=False)`` returns ``(output, weights)``; ``mask`` is
-    refused (build with ``causal=True`` instead). Attributes: ``v_proj``, ``out_proj``, and ``hidden`` +
+    after the query. ``forward(x, *, mask=None, need_weights=False, cache=None)`` returns ``(output, weights)``;
+    ``mask`` (build with ``causal=True`` instead) and ``cache`` are refused.
+    Attributes: ``v_proj``, ``out_proj``, and ``hidden`` +
     ``to_scores`` (dense) or ``random_scores`` ``(h, seq_len, seq_len)`` (random).
 
     Shape: x ``(b, i, e)`` with i <= seq_len -> output ``(b, i, e)``, weights ``(b, h, i, i)`` or ``None``.
@@ -124,12 +125,16 @@ class SynthesizerAttention(nn.Module):
         out = F.scaled_dot_product_attention(q, k, v_wide, is_causal=self.causal, scale=1.0)  # (b, h, i, e + 1)
         return out[..., :d]  # (b, h, i, d)
 
-    def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, need_weights: bool = False
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, need_weights: bool = False,
+                cache: None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         fn = "SynthesizerAttention.forward"
         check_sequence_input(fn, "x", x, self.v_proj.weight, max_len=self.seq_len)
+        check_bool(fn, "need_weights", need_weights)
         if mask is not None:
             fail(fn, "SynthesizerAttention takes no mask; build it with causal=True for a decoder")
+        if cache is not None:
+            fail(fn, "SynthesizerAttention keeps no cache (its weights are synthesised for the whole sequence); "
+                     "generate by running the whole sequence again (cache=None)")
         v = rearrange(self.v_proj(x), "b j (h d) -> b h j d", h=self.num_heads)  # (b, h, j, d)
         if self.kind == "dense":
             heads = self._dense_heads(x, v)  # (b, h, i, d)

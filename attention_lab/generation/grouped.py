@@ -5,10 +5,11 @@ Multi-head attention gives each of its h query heads a key head and a value head
 the h query heads form h_kv groups of g = h / h_kv consecutive heads, and query head i reads key/value head i // g.
 The cache shrinks by the factor h / h_kv; the number of queries and of attention scores stays the same.
 
-:func:`grouped_self_attention` runs a :class:`GroupedQueryAttention` layer (or a
-:class:`~attention_lab.MultiHeadAttention`, the case h_kv = h without rotary positions) in two steps: a projection
-step (queries, keys and values, rotated by their positions when the layer uses RoPE) and one attention call, over
-the new keys alone or, with a cache, over the cached keys that the new ones are appended to.
+:class:`GroupedQueryAttention` runs in two steps: a projection step (queries, keys and values, rotated by their
+positions when the layer uses RoPE) and one attention call, over the new keys alone or, with a cache, over the
+cached keys that the new ones are appended to. It is the softmax attention of every model block
+(:mod:`attention_lab.models.attention_choice`), so it answers the blocks' one call,
+``forward(x, *, mask=None, need_weights=False, cache=None) -> (output, weights)``.
 
 Reference: :func:`attention_lab.reference.grouped_query_attention`, which repeats each key/value head over its group
 of query heads and runs plain attention (tested equal in fp64; with every cache, decoding chunk by chunk equals the
@@ -26,46 +27,25 @@ from torch import nn
 
 from .._validation import (
     check_bool,
+    check_choice,
     check_heads_divide,
     check_kv_heads,
+    check_mask,
+    check_positive_int,
     check_positive_ints,
     check_sequence_input,
     fail,
 )
 from ..core.functional import scaled_dot_product_attention
+from ..core.masks import causal_mask
 from ..core.multihead import MultiHeadAttention
 from .kv_cache import ConcatKVCache, KVCache, SlidingWindowKVCache
 from .rope import _check_base, apply_rope
 
-__all__ = ["GroupedQueryAttention", "grouped_self_attention"]
+__all__ = ["CACHE_KINDS", "GroupedQueryAttention"]
 
 _CACHES = (KVCache, ConcatKVCache, SlidingWindowKVCache)
-
-
-def _check_cache(fn: str, cache: object, x: torch.Tensor, num_kv_heads: int, head_dim: int) -> None:
-    if not isinstance(cache, _CACHES):
-        fail(fn, f"cache must be one of {', '.join(c.__name__ for c in _CACHES)} (or None), got "
-                 f"{type(cache).__name__}", TypeError)
-    layer_says = (x.shape[0], num_kv_heads, head_dim)
-    cache_has = (cache.batch_size, cache.num_kv_heads, cache.head_dim)
-    if cache_has != layer_says:
-        fail(fn, f"the cache does not match the layer and input: (batch_size, num_kv_heads, head_dim) is "
-                 f"{cache_has} for the cache and {layer_says} for the layer and x; build the cache with "
-                 f"batch_size={layer_says[0]}, num_kv_heads={num_kv_heads}, head_dim={head_dim}")
-
-
-def _project(layer: nn.Module, x: torch.Tensor, num_kv_heads: int, positions: torch.Tensor | None
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The projection step: queries, keys and values of x, rotated for their ``positions`` (RoPE) unless None.
-
-    Shape: x ``(b, n, e)``, positions ``(n,)`` -> q ``(b, h, i, d)``, k and v ``(b, h_kv, j, d)``.
-    """
-    q = rearrange(layer.q_proj(x), "b i (h d) -> b h i d", h=layer.num_heads)  # (b, h, i, d)
-    k = rearrange(layer.k_proj(x), "b j (h d) -> b h j d", h=num_kv_heads)  # (b, h_kv, j, d)
-    v = rearrange(layer.v_proj(x), "b j (h d) -> b h j d", h=num_kv_heads)  # (b, h_kv, j, d)
-    if positions is not None:
-        q, k = apply_rope(q, positions, base=layer.rope_base), apply_rope(k, positions, base=layer.rope_base)
-    return q, k, v
+CACHE_KINDS = ("preallocated", "concat", "sliding")  # what GroupedQueryAttention.new_cache builds
 
 
 def _read_cache(cache: KVCache | ConcatKVCache | SlidingWindowKVCache, k: torch.Tensor, v: torch.Tensor
@@ -105,7 +85,7 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, allowed: torch
     if need_weights:
         group = q.shape[1] // k.shape[1]
         if is_causal:
-            allowed = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()  # (i, j)
+            allowed = causal_mask(q.shape[-2], k.shape[-2], device=q.device)  # (i, j)
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (b, h, j, d)
         return scaled_dot_product_attention(q, k, v, allowed)
     heads = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, is_causal=is_causal, enable_gqa=True)
@@ -114,63 +94,31 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, allowed: torch
     return heads, None  # (b, h, i, d)
 
 
-def grouped_self_attention(layer: GroupedQueryAttention | MultiHeadAttention, x: torch.Tensor, *,
-                           cache: KVCache | ConcatKVCache | SlidingWindowKVCache | None = None, causal: bool = True,
-                           mask: torch.Tensor | None = None, need_weights: bool = False
-                           ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Self-attention of ``layer`` on x, continuing from ``cache`` when one is given.
-
-    Queries and keys are rotated for positions ``cache.offset, cache.offset + 1, ...`` (when the layer uses RoPE);
-    with a cache the new keys and values are appended to it and each new query attends to the cached keys at its
-    position or before (for a sliding cache: the last ``window`` of them). Without a cache, ``causal`` and the bool
-    ``mask`` (True = may attend) decide what each query sees. ``need_weights`` (only without a cache) also returns
-    the weights.
-
-    Shape: x ``(b, n, e)``, mask broadcastable to ``(b, h, i, j)`` -> output ``(b, n, e)``, weights
-        ``(b, h, i, j)`` or None.
-    """
-    fn = "grouped_self_attention"
-    grouped = isinstance(layer, GroupedQueryAttention)
-    if not grouped and not isinstance(layer, MultiHeadAttention):
-        fail(fn, f"layer must be a GroupedQueryAttention or a MultiHeadAttention, got {type(layer).__name__}",
-             TypeError)
-    check_sequence_input(fn, "x", x, layer.q_proj.weight)
-    num_kv_heads = layer.num_kv_heads if grouped else layer.num_heads
-    if cache is not None:
-        _check_cache(fn, cache, x, num_kv_heads, layer.head_dim)
-        if mask is not None or need_weights:
-            fail(fn, "mask and need_weights apply only without a cache (decoding is causal and keeps no weights); "
-                     "call it with cache=None to get them")
-    n, offset = x.shape[1], 0 if cache is None else cache.offset
-    positions = torch.arange(offset, offset + n, device=x.device) if grouped and layer.rope else None  # (n,)
-    q, k, v = _project(layer, x, num_kv_heads, positions)
-    if cache is None:
-        if mask is not None and causal:
-            mask = mask & torch.ones(n, n, dtype=torch.bool, device=x.device).tril()  # (..., i, j)
-        heads, weights = _attend(q, k, v, allowed=mask, is_causal=causal and mask is None, need_weights=need_weights)
-    else:
-        keys, values, allowed = _read_cache(cache, k, v)
-        heads, weights = _attend(q, keys, values, allowed=allowed, is_causal=False, need_weights=False)
-    return layer.out_proj(rearrange(heads, "b h i d -> b i (h d)")), weights  # (b, i, e)
-
-
 class GroupedQueryAttention(nn.Module):
-    """Causal self-attention with ``num_kv_heads`` key/value heads shared by groups of query heads.
+    """Softmax self-attention with ``num_kv_heads`` key/value heads shared by groups of query heads.
 
     ``num_kv_heads == num_heads`` is multi-head attention, ``num_kv_heads == 1`` multi-query attention. With
     ``rope=True`` queries and keys are rotated by their positions (:func:`~attention_lab.apply_rope`), continuing
-    from the cache's offset. ``forward(x, *, cache=None)`` equals repeating each key/value head over its group of
-    query heads and calling ``F.scaled_dot_product_attention(..., is_causal=True)``.
+    from the cache's offset. ``causal=True`` (the default) lets query i see keys j <= i; ``causal=False`` is an
+    encoder's attention, which keeps no cache. With ``num_kv_heads == num_heads`` and ``rope=False`` it is
+    :class:`~attention_lab.MultiHeadAttention` plus a cache (:meth:`from_multihead` and :meth:`to_torch` convert).
+
+    ``forward(x, *, mask=None, need_weights=False, cache=None)`` returns ``(output, weights)``: the bool ``mask``
+    (True = may attend, broadcastable to ``(b, h, i, j)``) is combined with causality; ``need_weights`` returns the
+    per-head weights; with a ``cache`` (:meth:`new_cache`) the new keys and values are appended to it and each new
+    query attends to the cached keys at its position or before (for a sliding cache: the last ``window`` of them),
+    which takes neither a mask nor weights. Without a mask it equals repeating each key/value head over its group
+    and calling ``F.scaled_dot_product_attention(..., is_causal=causal)``.
 
     Attributes: ``embed_dim`` (e), ``num_heads`` (h), ``num_kv_heads`` (h_kv), ``head_dim`` (d = e / h), ``rope``,
-    ``rope_base``, and the projections ``q_proj`` (e -> e), ``k_proj`` and ``v_proj`` (e -> h_kv d), ``out_proj``
-    (e -> e), each an ``nn.Linear``. :meth:`new_cache` builds a matching :class:`~attention_lab.KVCache`.
+    ``rope_base``, ``causal``, and the projections ``q_proj`` (e -> e), ``k_proj`` and ``v_proj`` (e -> h_kv d),
+    ``out_proj`` (e -> e), each an ``nn.Linear``.
 
-    Shape: x ``(b, n, e)`` -> ``(b, n, e)``.
+    Shape: x ``(b, n, e)`` -> output ``(b, n, e)``, weights ``(b, h, i, j)`` or None.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int, *, bias: bool = False, rope: bool = True,
-                 rope_base: float = 10000.0) -> None:
+                 rope_base: float = 10000.0, causal: bool = True) -> None:
         super().__init__()
         fn = "GroupedQueryAttention"
         check_positive_ints(fn, embed_dim=embed_dim, num_heads=num_heads)
@@ -178,6 +126,7 @@ class GroupedQueryAttention(nn.Module):
         check_heads_divide(fn, "embed_dim", embed_dim, num_heads)
         check_bool(fn, "bias", bias)
         check_bool(fn, "rope", rope)
+        self.causal = check_bool(fn, "causal", causal)
         head_dim = embed_dim // num_heads
         if rope and head_dim % 2:
             fail(fn, f"RoPE rotates pairs of features, so head_dim = embed_dim / num_heads must be even, got "
@@ -189,27 +138,125 @@ class GroupedQueryAttention(nn.Module):
         self.k_proj = nn.Linear(embed_dim, num_kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(embed_dim, num_kv_heads * head_dim, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        for proj in (self.q_proj, self.k_proj, self.v_proj):  # as MultiHeadAttention and nn.MultiheadAttention
+        for proj in (self.q_proj, self.k_proj, self.v_proj):  # as nn.MultiheadAttention
             nn.init.xavier_uniform_(proj.weight)
             if proj.bias is not None:
                 nn.init.zeros_(proj.bias)
 
     def extra_repr(self) -> str:
         return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, "
-                f"head_dim={self.head_dim}, rope={self.rope}")
+                f"head_dim={self.head_dim}, rope={self.rope}, causal={self.causal}")
 
-    def new_cache(self, batch_size: int, max_len: int) -> KVCache:
-        """An empty :class:`~attention_lab.KVCache` for this layer, on its device and in its dtype.
+    def new_cache(self, batch_size: int, max_len: int, *, kind: str = "preallocated", window: int | None = None
+                  ) -> KVCache | ConcatKVCache | SlidingWindowKVCache:
+        """An empty cache for this layer, on its device and in its dtype: ``kind`` ``"preallocated"``
+        (:class:`~attention_lab.KVCache` of ``max_len`` positions), ``"concat"`` (:class:`~attention_lab.ConcatKVCache`)
+        or ``"sliding"`` (:class:`~attention_lab.SlidingWindowKVCache` of the last ``window`` positions).
 
-        Shape: a cache whose buffers are ``(b, h_kv, max_len, d)``, b = batch_size.
+        Shape: a cache whose buffers are ``(b, h_kv, max_len or window, d)``, b = batch_size.
         """
-        weight = self.q_proj.weight
-        return KVCache(batch_size, self.num_kv_heads, max_len, self.head_dim, dtype=weight.dtype,
-                       device=weight.device)
+        fn = "GroupedQueryAttention.new_cache"
+        check_choice(fn, "kind", kind, CACHE_KINDS)
+        if not self.causal:
+            fail(fn, "an encoder's attention (causal=False) keeps no cache: its earlier positions see later tokens, "
+                     "so nothing it computed stays valid when a token is added; build it with causal=True")
+        if (kind == "sliding") != (window is not None):
+            fail(fn, f"window= is needed with kind='sliding' and only then, got kind={kind!r} and window={window!r}; "
+                     f"e.g. new_cache(1, 64, kind='sliding', window=16)")
+        options = dict(dtype=self.q_proj.weight.dtype, device=self.q_proj.weight.device)
+        sizes = (batch_size, self.num_kv_heads)
+        if kind == "preallocated":
+            return KVCache(*sizes, max_len, self.head_dim, **options)
+        check_positive_int(fn, "max_len", max_len)
+        if kind == "concat":
+            return ConcatKVCache(*sizes, self.head_dim, **options)
+        return SlidingWindowKVCache(*sizes, window, self.head_dim, **options)
 
-    def forward(self, x: torch.Tensor, *, cache: object = None) -> torch.Tensor:
-        """Causal self-attention over x, after the positions already in ``cache`` (if any).
+    @classmethod
+    def from_multihead(cls, module: MultiHeadAttention, *, causal: bool = True) -> GroupedQueryAttention:
+        """Plain multi-head attention (num_kv_heads == num_heads, rope=False) with the weights, dtype, device and
+        train/eval mode of ``module``; the caller's random stream is left as it was (the weights are copied).
 
-        Shape: x ``(b, n, e)`` -> ``(b, n, e)``.
+        Shape: four ``(e, e)`` projections -> the same four.
         """
-        return grouped_self_attention(self, x, cache=cache)[0]
+        if not isinstance(module, MultiHeadAttention):
+            fail("GroupedQueryAttention.from_multihead", f"expected a MultiHeadAttention, got {type(module).__name__}",
+                 TypeError)
+        with torch.random.fork_rng(devices=[]):  # its own draws are overwritten next
+            layer = cls(module.embed_dim, module.num_heads, module.num_heads, bias=module.bias, rope=False,
+                        causal=causal)
+        layer.load_state_dict(module.state_dict())  # the same four projections, by name
+        return layer.to(module.q_proj.weight).train(module.training)
+
+    def to_torch(self, *, batch_first: bool = True) -> nn.Module:
+        """An ``nn.MultiheadAttention`` with the same weights, for plain multi-head attention only (num_kv_heads ==
+        num_heads, rope=False). It is not causal by itself: give it the mask (PyTorch's polarity, ``~mask``).
+
+        Shape: q_proj, k_proj, v_proj weights ``(e, e)`` each -> in_proj_weight ``(3e, e)``.
+        """
+        if self.num_kv_heads != self.num_heads or self.rope:
+            fail("GroupedQueryAttention.to_torch", f"nn.MultiheadAttention has a key/value head per query head and no "
+                 f"rotary positions, got num_kv_heads={self.num_kv_heads} of num_heads={self.num_heads} and "
+                 f"rope={self.rope}; only a layer built with num_kv_heads=num_heads, rope=False converts")
+        plain = MultiHeadAttention(self.embed_dim, self.num_heads, bias=self.q_proj.bias is not None)
+        plain = plain.to(self.q_proj.weight)
+        plain.load_state_dict(self.state_dict())  # the same four projections, by name
+        return plain.train(self.training).to_torch(batch_first=batch_first)
+
+    def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, need_weights: bool = False,
+                cache: KVCache | ConcatKVCache | SlidingWindowKVCache | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Self-attention over x, after the positions already in ``cache`` (if any); see the class docstring.
+
+        Shape: x ``(b, n, e)``, mask broadcastable to ``(b, h, i, j)`` -> output ``(b, n, e)``, weights
+            ``(b, h, i, j)`` or None.
+        """
+        fn = "GroupedQueryAttention.forward"
+        check_sequence_input(fn, "x", x, self.q_proj.weight)
+        check_bool(fn, "need_weights", need_weights)
+        n = x.shape[1]
+        if mask is not None:
+            check_mask(fn, mask, (x.shape[0], self.num_heads, n, n), allow_float=False, like=x)
+        if cache is not None:
+            self._check_cache(fn, cache, x)
+            if mask is not None or need_weights:
+                fail(fn, "mask and need_weights apply only without a cache (decoding is causal and keeps no "
+                         "weights); call it with cache=None to get them")
+        offset = 0 if cache is None else cache.offset
+        q, k, v = self._project(x, torch.arange(offset, offset + n, device=x.device) if self.rope else None)
+        if cache is not None:
+            keys, values, allowed = _read_cache(cache, k, v)
+            heads, weights = _attend(q, keys, values, allowed=allowed, is_causal=False, need_weights=False)
+        else:
+            if mask is not None and self.causal:
+                mask = mask & causal_mask(n, device=x.device)  # (..., i, j)
+            heads, weights = _attend(q, k, v, allowed=mask, is_causal=self.causal and mask is None,
+                                     need_weights=need_weights)
+        return self.out_proj(rearrange(heads, "b h i d -> b i (h d)")), weights  # (b, i, e)
+
+    def _check_cache(self, fn: str, cache: object, x: torch.Tensor) -> None:
+        if not self.causal:
+            fail(fn, "an encoder's attention (causal=False) takes no cache: its earlier positions see later tokens; "
+                     "build the layer with causal=True to decode with a cache")
+        if not isinstance(cache, _CACHES):
+            fail(fn, f"cache must be one of {', '.join(c.__name__ for c in _CACHES)} (or None), got "
+                     f"{type(cache).__name__}; make one with new_cache(batch_size, max_len)", TypeError)
+        layer_says = (x.shape[0], self.num_kv_heads, self.head_dim)
+        cache_has = (cache.batch_size, cache.num_kv_heads, cache.head_dim)
+        if cache_has != layer_says:
+            fail(fn, f"the cache does not match the layer and input: (batch_size, num_kv_heads, head_dim) is "
+                     f"{cache_has} for the cache and {layer_says} for the layer and x; build the cache with "
+                     f"new_cache(batch_size={layer_says[0]}, max_len=...)")
+
+    def _project(self, x: torch.Tensor, positions: torch.Tensor | None
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The projection step: queries, keys and values of x, rotated for their ``positions`` (RoPE) unless None.
+
+        Shape: x ``(b, n, e)``, positions ``(n,)`` -> q ``(b, h, i, d)``, k and v ``(b, h_kv, j, d)``.
+        """
+        q = rearrange(self.q_proj(x), "b i (h d) -> b h i d", h=self.num_heads)  # (b, h, i, d)
+        k = rearrange(self.k_proj(x), "b j (h d) -> b h j d", h=self.num_kv_heads)  # (b, h_kv, j, d)
+        v = rearrange(self.v_proj(x), "b j (h d) -> b h j d", h=self.num_kv_heads)  # (b, h_kv, j, d)
+        if positions is not None:
+            q, k = apply_rope(q, positions, base=self.rope_base), apply_rope(k, positions, base=self.rope_base)
+        return q, k, v

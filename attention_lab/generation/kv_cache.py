@@ -72,6 +72,16 @@ class _Cache:
         """Forget every position; the buffers stay allocated. Shape: ``len(cache)`` becomes 0."""
         self._seen = 0
 
+    def snapshot(self) -> tuple:
+        """What :meth:`restore` needs to undo the appends after it (a model step failing at one layer puts every
+        layer's cache back). Appends write past the held positions or into new tensors: nothing is copied."""
+        return self._seen, tuple(getattr(self, name) for name in self._buffers)
+
+    def restore(self, snapshot: tuple) -> None:
+        """Go back to the state :meth:`snapshot` saw. Shape: ``len(cache)`` and the buffers as they were then."""
+        self._seen, buffers = snapshot
+        self.__dict__.update(zip(self._buffers, buffers, strict=True))  # each buffer's name -> the tensor it held
+
     def _check_new(self, fn: str, axes: tuple[str, ...], sizes: tuple[int | str, ...], **tensors: object) -> int:
         """Each tensor has the shape ``sizes`` along ``axes`` (``"t"``: the new positions, the same t for all) and
         the cache's dtype and device; returns t."""
@@ -214,6 +224,7 @@ class SlidingWindowKVCache(_KeyValueCache):
         super().__init__("SlidingWindowKVCache", batch_size, num_kv_heads, head_dim, dtype, device)
         self.window = check_positive_int("SlidingWindowKVCache", "window", window)
         self.keys, self.values = self._buffer(window), self._buffer(window)  # (b, h_kv, window, d) each
+        self._overwritten: list | None = None  # the slots overwritten since snapshot(), for restore()
 
     def __len__(self) -> int:
         return min(self._seen, self.window)
@@ -228,12 +239,26 @@ class SlidingWindowKVCache(_KeyValueCache):
         oldest = self._seen - len(self)
         return oldest + (slots - oldest) % self.window
 
+    def snapshot(self) -> tuple:
+        """As :meth:`KVCache.snapshot`; later appends copy the t slots they overwrite, for :meth:`restore`."""
+        self._overwritten = []
+        return self._seen, self._overwritten
+
+    def restore(self, snapshot: tuple) -> None:
+        """Go back to the state :meth:`snapshot` saw. Shape: ``len(cache)`` and the slots as they were then."""
+        self._seen, overwritten = snapshot
+        for slots, keys, values in reversed(overwritten):
+            self.keys[:, :, slots], self.values[:, :, slots] = keys, values
+
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store t new positions, overwriting the oldest; return the filled slots. Shape: ``(b, h_kv, len, d)``."""
         t = self._check_kv(k, v)
         kept = min(t, self.window)  # of a chunk longer than the window, only its last `window` positions survive
         start = (self._seen + t - kept) % self.window  # the slot of the first surviving position
         head = min(kept, self.window - start)  # positions that fit before the ring's end; the rest wrap to slot 0
+        if self._overwritten is not None:  # since a snapshot: copy what is about to be overwritten, slots (kept,)
+            slots = (start + torch.arange(kept, device=self.device)) % self.window
+            self._overwritten.append((slots, self.keys[:, :, slots], self.values[:, :, slots]))
         for buffer, new in ((self.keys, k[:, :, t - kept:]), (self.values, v[:, :, t - kept:])):  # (b, h_kv, kept, d)
             buffer[:, :, start:start + head] = new[:, :, :head]
             buffer[:, :, :kept - head] = new[:, :, head:]

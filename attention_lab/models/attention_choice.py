@@ -1,34 +1,29 @@
 """Which attention a :class:`~attention_lab.models.transformer.TinyTransformer` uses: a name and options -> a module.
 
 ``TransformerConfig(..., attention="linear")`` or, with options, ``attention=attention_spec("performer",
-num_features=128)``. Softmax attention's options say where positions come from and what its KV cache holds:
-``attention_spec("softmax", positions="rope", num_kv_heads=2)`` rotates queries and keys instead of adding a
-learned position embedding, and shares each key/value head between two query heads. Every module built here takes
-``(x, *, mask=None, need_weights=False)`` and returns ``(output, weights)``, like
-:class:`~attention_lab.MultiHeadAttention`, except softmax attention with rotary positions or fewer key/value heads:
-that is a :class:`~attention_lab.GroupedQueryAttention`, which the block runs through
-:func:`~attention_lab.grouped_self_attention`.
+num_features=128)``; ``attention_spec("softmax", positions="rope", num_kv_heads=2)`` rotates queries and keys
+instead of adding a learned position embedding, and shares each key/value head between two query heads.
 
-================  ===============================================  ===================================  ======
-name              module                                           options (defaults)                   causal
-================  ===============================================  ===================================  ======
-``softmax``       :class:`~attention_lab.MultiHeadAttention`, or   ``positions="learned"`` (or          yes
-                  :class:`~attention_lab.GroupedQueryAttention`    ``"rope"``), ``num_kv_heads=None``
-                  with rope or fewer key/value heads               (one per query head)
-``block_sparse``  heads run :func:`~attention_lab.block_sparse_attention`  ``layout`` (sliding window,  yes
-                                                                   block 64, one block each side)
-``linear``        heads run :func:`~attention_lab.linear_attention`  ``feature_map="elu"``               yes
-``performer``     heads run :func:`~attention_lab.performer_attention`  ``num_features=64, seed=0``      yes
-``topk``          heads run :func:`~attention_lab.topk_attention`   ``top_k=32``                         yes
-``cluster``       heads run :func:`~attention_lab.cluster_attention`  ``num_clusters=8, seed=0``         no
-``linformer``     :class:`~attention_lab.LinformerSelfAttention`   ``rank=64``                          no
-``synthesizer``   :class:`~attention_lab.SynthesizerAttention`     ``kind="dense"``                     yes
-================  ===============================================  ===================================  ======
+One table, :data:`ATTENTION_TABLE`, says for each name how its module is built and what it supports. Every module
+answers the blocks' one call, ``forward(x, *, mask=None, need_weights=False, cache=None) -> (output, weights)``,
+holds its ``causal`` flag (and applies causality itself) and refuses what it does not support; the model reads the
+table to refuse ``head_mask`` (needs a mask), ``return_attention=True`` (weights) and caches before anything runs.
 
-Sequences shorter than ``top_k``, ``num_clusters`` or ``rank`` use that many. A causal model passes its causal mask
-to each block; the modules here apply causality themselves and accept that mask only, so ``head_mask`` and
-``return_attention=True`` need ``attention="softmax"``. Adding an attention: CONTRIBUTING "Adding an attention
-variant".
+================  ===========================================================  ===============  ==============
+name              module (default options)                                     mask / weights   decodes with
+================  ===========================================================  ===============  ==============
+``softmax``       :class:`~attention_lab.GroupedQueryAttention` (learned, h_kv=h)  both             its KV cache
+``block_sparse``  :class:`HeadwiseAttention`: ``block_sparse_attention`` (window)  no               recomputing
+``linear``        ... ``linear_attention`` (``feature_map="elu"``)                 no               its S and z
+``performer``     ... ``performer_attention`` (``num_features=64, seed=0``)        no               recomputing
+``topk``          ... ``topk_attention`` (``top_k=32``)                            no               recomputing
+``cluster``       ... ``cluster_attention`` (``num_clusters=8, seed=0``)           no               (encoder only)
+``linformer``     :class:`~attention_lab.LinformerSelfAttention` (``rank=64``)     no               (encoder only)
+``synthesizer``   :class:`~attention_lab.SynthesizerAttention` (``kind="dense"``)  weights          recomputing
+================  ===========================================================  ===============  ==============
+
+Sequences shorter than ``top_k``, ``num_clusters`` or ``rank`` use that many. Adding an attention: CONTRIBUTING
+"Adding an attention variant".
 """
 
 from __future__ import annotations
@@ -41,35 +36,155 @@ import torch
 from einops import rearrange
 from torch import nn
 
-from .._validation import check_choice, check_heads_divide, check_kv_heads, check_positive_int, fail
-from ..core.masks import causal_mask
+from .._validation import (
+    check_bool,
+    check_choice,
+    check_heads_divide,
+    check_kv_heads,
+    check_positive_int,
+    check_sequence_input,
+    fail,
+)
 from ..core.multihead import MultiHeadAttention
 from ..efficient.block_sparse import BlockLayout, block_sparse_attention
 from ..efficient.cluster import cluster_attention
-from ..efficient.linear import linear_attention
+from ..efficient.linear import LinearAttentionState, linear_attention
 from ..efficient.linformer import LinformerSelfAttention
 from ..efficient.performer import performer_attention
 from ..efficient.synthesizer import SynthesizerAttention
 from ..efficient.topk import topk_attention
 from ..generation.grouped import GroupedQueryAttention
 
-__all__ = ["ATTENTIONS", "CAUSAL_ATTENTIONS", "POSITIONS", "AttentionSpec", "attention_spec", "build_attention",
-           "check_attention"]
+__all__ = ["ATTENTIONS", "ATTENTION_TABLE", "CAUSAL_ATTENTIONS", "POSITIONS", "AttentionEntry", "AttentionSpec",
+           "HeadwiseAttention", "attention_spec", "build_attention", "check_attention"]
 
 POSITIONS = ("learned", "rope")
-_DEFAULTS: dict[str, dict[str, object]] = {
-    "softmax": {"positions": "learned", "num_kv_heads": None},
-    "block_sparse": {"layout": BlockLayout.sliding_window(64, neighbours=1)},
-    "linear": {"feature_map": "elu"},
-    "performer": {"num_features": 64, "seed": 0},
-    "topk": {"top_k": 32},
-    "cluster": {"num_clusters": 8, "seed": 0},
-    "linformer": {"rank": 64},
-    "synthesizer": {"kind": "dense"},
-}
-ATTENTIONS = tuple(_DEFAULTS)
-_NOT_CAUSAL = {"cluster": "its groups mix earlier and later keys", "linformer": "E and F mix every position"}
-CAUSAL_ATTENTIONS = tuple(name for name in ATTENTIONS if name not in _NOT_CAUSAL)  # those a decoder can use
+
+
+class HeadwiseAttention(nn.Module):
+    """Multi-head self-attention whose heads run ``attend(q, k, v)``, a function of the efficient family.
+
+    The four projections of :class:`~attention_lab.MultiHeadAttention` (``q_proj``, ``k_proj``, ``v_proj``,
+    ``out_proj``, initialised the same way) around a function of each head's q, k, v; ``causal`` says whether that
+    function hides later keys (it does so itself). ``forward(x, *, mask=None, need_weights=False, cache=None)``
+    returns ``(output, None)``: no mask, no weights, and a cache only when built with ``new_state`` (a maker of
+    :class:`~attention_lab.LinearAttentionState`, whose ``attend`` continues after the positions it has seen).
+
+    Shape: x ``(b, i, e)`` -> output ``(b, i, e)``, weights None.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, name: str, attend: Callable[..., torch.Tensor], *,
+                 causal: bool, new_state: Callable[[], LinearAttentionState] | None = None) -> None:
+        super().__init__()
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.head_dim = check_heads_divide("HeadwiseAttention", "embed_dim", embed_dim, num_heads)
+        self.name, self.attend, self.new_state = name, attend, new_state
+        self.causal = check_bool("HeadwiseAttention", "causal", causal)
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(embed_dim, embed_dim) for _ in range(4))
+        MultiHeadAttention.reset_parameters(self)  # the same initialisation, drawn in the same order
+
+    def extra_repr(self) -> str:
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, attention={self.name!r}, causal={self.causal}"
+
+    def new_cache(self, batch_size: int, max_len: int, *, kind: str = "preallocated", window: int | None = None
+                  ) -> LinearAttentionState:
+        """The empty running state this layer decodes with (its size depends on neither batch_size nor max_len).
+
+        Shape: a state of S ``(b, h, m, d)`` and z ``(b, h, m)`` once it has seen a step.
+        """
+        if self.new_state is None or kind != "preallocated" or window is not None:
+            kept = "a running state" if self.new_state else "no cache"
+            fail("HeadwiseAttention.new_cache", f"attention={self.name!r} keeps {kept}, got kind={kind!r}, window="
+                 f"{window!r}; without a state generate by recomputation (cache='none'), with one use "
+                 f"kind='preallocated' (the default) and no window")
+        return self.new_state()
+
+    def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, need_weights: bool = False,
+                cache: LinearAttentionState | None = None) -> tuple[torch.Tensor, None]:
+        fn = "HeadwiseAttention.forward"
+        check_sequence_input(fn, "x", x, self.q_proj.weight)
+        if mask is not None or check_bool(fn, "need_weights", need_weights):
+            fail(fn, f"attention={self.name!r} takes no mask and computes no i x j weights; head_mask and "
+                     f"return_attention=True need attention='softmax'")
+        if cache is not None and not (self.new_state and isinstance(cache, LinearAttentionState)):
+            takes = "the state new_cache() makes" if self.new_state else "no cache"
+            fail(fn, f"attention={self.name!r} takes {takes}, got a {type(cache).__name__}; run it with cache=None "
+                     f"to recompute", TypeError)
+        q, k, v = (rearrange(proj(x), "b n (h d) -> b h n d", h=self.num_heads)  # (b, h, n, d)
+                   for proj in (self.q_proj, self.k_proj, self.v_proj))
+        heads = self.attend(q, k, v) if cache is None else cache.attend(q, k, v)  # (b, h, i, d)
+        return self.out_proj(rearrange(heads, "b h i d -> b i (h d)")), None  # (b, i, e)
+
+
+Build = Callable[[Mapping[str, object], int, int, int, bool], nn.Module]  # (options, e, h, max_len, causal)
+
+
+@dataclass(frozen=True)
+class AttentionEntry:
+    """One row of :data:`ATTENTION_TABLE`: how the module is built, its options' defaults, and what it supports.
+
+    ``mask``: it takes a bool mask (so ``head_mask``); ``weights``: it returns its i x j weights (so
+    ``return_attention=True``); ``cache``: what it keeps while decoding (None: generation recomputes the whole
+    sequence); ``not_causal``: why it has no causal form (None: a decoder can use it).
+
+    Shape: no tensors; ``build(options, e, h, max_len, causal)`` returns the module.
+    """
+
+    build: Build
+    defaults: Mapping[str, object] = field(default_factory=dict)
+    mask: bool = False
+    weights: bool = False
+    cache: str | None = None
+    not_causal: str | None = None
+
+
+def _headwise(name: str, kernel: Callable[[Mapping[str, object], bool], Callable[..., torch.Tensor]],
+              state: bool = False) -> Build:
+    """The builder of a :class:`HeadwiseAttention` whose heads run ``kernel(options, causal)``."""
+    def build(options: Mapping[str, object], e: int, h: int, max_len: int, causal: bool) -> nn.Module:
+        new_state = (lambda: LinearAttentionState(feature_map=options["feature_map"])) if state else None
+        return HeadwiseAttention(e, h, name, kernel(options, causal), causal=causal, new_state=new_state)
+    return build
+
+
+def _softmax(options: Mapping[str, object], e: int, h: int, max_len: int, causal: bool) -> nn.Module:
+    if options["positions"] == "learned" and options["num_kv_heads"] is None:  # plain: MultiHeadAttention's draws
+        return GroupedQueryAttention.from_multihead(MultiHeadAttention(e, h), causal=causal)
+    return GroupedQueryAttention(e, h, options["num_kv_heads"] or h, bias=True, rope=options["positions"] == "rope",
+                                 causal=causal)
+
+
+def _block_sparse(options: Mapping[str, object], causal: bool) -> Callable[..., torch.Tensor]:
+    layout = options["layout"]
+    if causal:
+        layout = layout & BlockLayout.causal(layout.block_size)
+    return lambda q, k, v: block_sparse_attention(q, k, v, layout)
+
+
+ATTENTION_TABLE: Mapping[str, AttentionEntry] = MappingProxyType({
+    "softmax": AttentionEntry(_softmax, {"positions": "learned", "num_kv_heads": None}, mask=True, weights=True,
+                              cache="keys and values"),
+    "block_sparse": AttentionEntry(_headwise("block_sparse", _block_sparse),
+                                   {"layout": BlockLayout.sliding_window(64, neighbours=1)}),
+    "linear": AttentionEntry(_headwise("linear", lambda o, causal: lambda q, k, v: linear_attention(
+        q, k, v, causal=causal, feature_map=o["feature_map"]), state=True), {"feature_map": "elu"},
+        cache="running state S, z"),
+    "performer": AttentionEntry(_headwise("performer", lambda o, causal: lambda q, k, v: performer_attention(
+        q, k, v, num_features=o["num_features"], causal=causal, seed=o["seed"])), {"num_features": 64, "seed": 0}),
+    "topk": AttentionEntry(_headwise("topk", lambda o, causal: lambda q, k, v: topk_attention(
+        q, k, v, top_k=min(o["top_k"], k.shape[-2]), causal=causal)), {"top_k": 32}),
+    "cluster": AttentionEntry(_headwise("cluster", lambda o, causal: lambda q, k, v: cluster_attention(
+        q, k, v, num_clusters=min(o["num_clusters"], k.shape[-2]), seed=o["seed"])), {"num_clusters": 8, "seed": 0},
+        not_causal="its groups mix earlier and later keys"),
+    "linformer": AttentionEntry(
+        lambda o, e, h, max_len, causal: LinformerSelfAttention(e, h, max_len, min(o["rank"], max_len)),
+        {"rank": 64}, not_causal="E and F mix every position"),
+    "synthesizer": AttentionEntry(
+        lambda o, e, h, max_len, causal: SynthesizerAttention(e, max_len, kind=o["kind"], num_heads=h, causal=causal),
+        {"kind": "dense"}, weights=True),
+})
+ATTENTIONS = tuple(ATTENTION_TABLE)
+CAUSAL_ATTENTIONS = tuple(name for name, entry in ATTENTION_TABLE.items() if entry.not_causal is None)
 
 
 @dataclass(frozen=True)
@@ -89,11 +204,12 @@ def attention_spec(name: str, **options: object) -> AttentionSpec:
     Shape: no tensors; the spec is given to ``TransformerConfig(..., attention=spec)``.
     """
     fn = "attention_spec"
-    if name not in _DEFAULTS:
+    if name not in ATTENTION_TABLE:
         fail(fn, f"name must be one of {', '.join(repr(a) for a in ATTENTIONS)}, got {name!r}")
-    unknown = sorted(set(options) - set(_DEFAULTS[name]))
+    defaults = ATTENTION_TABLE[name].defaults
+    unknown = sorted(set(options) - set(defaults))
     if unknown:
-        fail(fn, f"attention {name!r} takes the options {sorted(_DEFAULTS[name]) or 'none'}, got {unknown}", TypeError)
+        fail(fn, f"attention {name!r} takes the options {sorted(defaults) or 'none'}, got {unknown}", TypeError)
     for key in ("num_features", "top_k", "num_clusters", "rank", "seed"):
         if key in options:
             check_positive_int(fn, key, options[key], minimum=0 if key == "seed" else 1)
@@ -102,7 +218,9 @@ def attention_spec(name: str, **options: object) -> AttentionSpec:
                      hint="'learned' adds a learned embedding per position, 'rope' rotates queries and keys")
     if options.get("num_kv_heads") is not None:
         check_positive_int(fn, "num_kv_heads", options["num_kv_heads"])
-    return AttentionSpec(name, MappingProxyType({**_DEFAULTS[name], **options}))
+    if "layout" in options and not isinstance(options["layout"], BlockLayout):
+        fail(fn, f"layout must be a BlockLayout, got {type(options['layout']).__name__}", TypeError)
+    return AttentionSpec(name, MappingProxyType({**defaults, **options}))
 
 
 def check_attention(fn: str, attention: object, embed_dim: int, num_heads: int, causal: bool) -> AttentionSpec:
@@ -113,8 +231,9 @@ def check_attention(fn: str, attention: object, embed_dim: int, num_heads: int, 
     Shape: no tensors; ``embed_dim`` = e, ``num_heads`` = h.
     """
     spec = _as_spec(fn, attention)
-    if causal and spec.name in _NOT_CAUSAL:
-        fail(fn, f"attention={spec.name!r} has no causal form ({_NOT_CAUSAL[spec.name]}); use it with causal=False")
+    reason = ATTENTION_TABLE[spec.name].not_causal
+    if causal and reason:
+        fail(fn, f"attention={spec.name!r} has no causal form ({reason}); use it with causal=False")
     head_dim = check_heads_divide(fn, "d_model", embed_dim, num_heads)
     if spec.name == "softmax":
         if spec.options["num_kv_heads"] is not None:
@@ -129,92 +248,20 @@ def _as_spec(fn: str, attention: object) -> AttentionSpec:
     if isinstance(attention, AttentionSpec):
         return attention
     if isinstance(attention, str):
-        if attention not in _DEFAULTS:
+        if attention not in ATTENTION_TABLE:
             fail(fn, f"attention must be one of {', '.join(repr(a) for a in ATTENTIONS)} or an attention_spec(...), "
                      f"got {attention!r}")
         return attention_spec(attention)
     fail(fn, f"attention must be a name or an attention_spec(...), got {type(attention).__name__}", TypeError)
 
 
-class _Heads(MultiHeadAttention):
-    """Multi-head self-attention whose heads run ``attend(q, k, v)`` instead of softmax attention."""
-
-    def __init__(self, embed_dim: int, num_heads: int, attend: Callable[..., torch.Tensor], name: str) -> None:
-        super().__init__(embed_dim, num_heads)
-        self.attend, self.attention_name = attend, name
-
-    def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, attention={self.attention_name!r}"
-
-    def forward(self, x: torch.Tensor, *, need_weights: bool = False) -> tuple[torch.Tensor, None]:
-        self._check_inputs(x, x, x)
-        q, k, v = (rearrange(proj(x), "b n (h d) -> b h n d", h=self.num_heads)  # (b, h, n, d)
-                   for proj in (self.q_proj, self.k_proj, self.v_proj))
-        heads = self.attend(q, k, v)  # (b, h, i, d)
-        return self.out_proj(rearrange(heads, "b h i d -> b i (h d)")), None  # (b, i, e)
-
-
-class _ModelAttention(nn.Module):
-    """Holds one attention module for a block; accepts the model's causal mask (applied by the module itself)."""
-
-    def __init__(self, module: nn.Module, name: str, causal: bool) -> None:
-        super().__init__()
-        self.module, self.name, self.causal = module, name, causal
-
-    def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, need_weights: bool = False
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        fn = f"{self.name} attention"
-        if mask is not None:
-            n = x.shape[1]
-            structural = self.causal and tuple(mask.shape) == (n, n) and torch.equal(mask, causal_mask(n,
-                                                                                                     device=x.device))
-            if not structural:
-                fail(fn, "takes no mask other than the causal one the model applies itself; head_mask and other "
-                         "masks need attention='softmax'")
-        if need_weights:
-            fail(fn, "computes no i x j weights to return; return_attention=True needs attention='softmax'")
-        return self.module(x)
-
-
 def build_attention(attention: str | AttentionSpec, embed_dim: int, num_heads: int, *, max_len: int,
                     causal: bool = False, fn: str = "build_attention") -> nn.Module:
-    """The self-attention module for ``attention`` (a name or :func:`attention_spec`) in a model of ``max_len``.
+    """The self-attention module for ``attention`` (a name or :func:`attention_spec`) in a model of ``max_len``:
+    its row of :data:`ATTENTION_TABLE`, built.
 
-    ``"softmax"`` gives a plain :class:`~attention_lab.MultiHeadAttention`, or, with rotary positions or fewer
-    key/value heads, a :class:`~attention_lab.GroupedQueryAttention` with biases.
-
-    Shape: the module maps x ``(b, i, e)`` (with ``mask=``, ``need_weights=``) to ``(output (b, i, e), weights)``.
+    Shape: the module maps x ``(b, i, e)`` (with ``mask=``, ``need_weights=``, ``cache=``) to ``(output (b, i, e),
+    weights)``.
     """
     spec = check_attention(fn, attention, embed_dim, num_heads, causal)
-    name, options = spec.name, dict(spec.options)
-    if name == "softmax":
-        if options["positions"] == "learned" and options["num_kv_heads"] is None:
-            return MultiHeadAttention(embed_dim, num_heads)
-        return GroupedQueryAttention(embed_dim, num_heads, options["num_kv_heads"] or num_heads, bias=True,
-                                     rope=options["positions"] == "rope")
-    if name == "linformer":
-        module = LinformerSelfAttention(embed_dim, num_heads, max_len, min(options["rank"], max_len))
-    elif name == "synthesizer":
-        module = SynthesizerAttention(embed_dim, max_len, kind=options["kind"], num_heads=num_heads, causal=causal)
-    else:
-        module = _Heads(embed_dim, num_heads, _attend(name, options, causal), name)
-    return _ModelAttention(module, name, causal)
-
-
-def _attend(name: str, options: dict, causal: bool) -> Callable[..., torch.Tensor]:
-    if name == "block_sparse":
-        layout = options["layout"]
-        if not isinstance(layout, BlockLayout):
-            fail("attention_spec", f"layout must be a BlockLayout, got {type(layout).__name__}", TypeError)
-        if causal:
-            layout = layout & BlockLayout.causal(layout.block_size)
-        return lambda q, k, v: block_sparse_attention(q, k, v, layout)
-    if name == "linear":
-        return lambda q, k, v: linear_attention(q, k, v, causal=causal, feature_map=options["feature_map"])
-    if name == "performer":
-        return lambda q, k, v: performer_attention(q, k, v, num_features=options["num_features"], causal=causal,
-                                                   seed=options["seed"])
-    if name == "topk":
-        return lambda q, k, v: topk_attention(q, k, v, top_k=min(options["top_k"], k.shape[-2]), causal=causal)
-    return lambda q, k, v: cluster_attention(q, k, v, num_clusters=min(options["num_clusters"], k.shape[-2]),
-                                             seed=options["seed"])
+    return ATTENTION_TABLE[spec.name].build(spec.options, embed_dim, num_heads, max_len, causal)

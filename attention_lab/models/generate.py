@@ -1,15 +1,18 @@
 """Greedy decoding with a :class:`~attention_lab.models.transformer.TinyTransformer` decoder, with or without a cache.
 
 Without a cache (``cache="none"``), every new token runs the model over the whole sequence so far. With one, the
-prompt runs once to fill each layer's cache (the "prefill"), then each new token runs alone, its query attending to
-the cached keys and values. Because of the causal mask the two compute the same numbers, so they choose the same
-tokens; :func:`decode` returns the logits of every step so that a test can compare them.
+prompt runs once to fill each layer's cache (the "prefill"), then each new token runs alone, ``model(token,
+caches=caches)``, its query attending to what the layers kept. Because of the causal mask the two compute the same
+numbers, so they choose the same tokens; :func:`decode` returns the logits of every step so that a test can compare
+them. The model reads at most ``max_len`` tokens at once: past that the context slides (the last ``max_len`` tokens
+are run again), except that a model with rotary positions keeps decoding with its cache.
 
 ==================  =============================================================================================
 ``cache=``          what each layer keeps
 ==================  =============================================================================================
 ``"none"``          nothing: recompute everything for every token
-``"preallocated"``  :class:`~attention_lab.KVCache` sized for prompt + new tokens, filled in place
+``"preallocated"``  softmax attention: a :class:`~attention_lab.KVCache` sized for prompt + new tokens, filled in
+                    place; linear attention: its running state S, z (:class:`~attention_lab.LinearAttentionState`)
 ``"concat"``        :class:`~attention_lab.ConcatKVCache`, grown by ``torch.cat`` (copies the cache at every step)
 ``"sliding"``       :class:`~attention_lab.SlidingWindowKVCache` of the last ``window`` positions: constant memory,
                     and each token sees only the last ``window`` tokens (sliding-window attention)
@@ -24,12 +27,13 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .._validation import check_choice, check_positive_int, check_tensor, fail
-from ..generation.kv_cache import ConcatKVCache, KVCache, SlidingWindowKVCache
+from .._validation import check_choice, check_positive_int, check_tensor, check_token_ids, fail
+from ..generation.grouped import CACHE_KINDS
+from .attention_choice import ATTENTION_TABLE
 
-__all__ = ["CACHES", "Decoded", "decode", "forward_with_cache", "make_caches", "next_token_timers"]
+__all__ = ["CACHES", "Decoded", "decode", "next_token_timers"]
 
-CACHES = ("none", "preallocated", "concat", "sliding")
+CACHES = ("none", *CACHE_KINDS)
 
 
 @dataclass(frozen=True)
@@ -43,59 +47,8 @@ class Decoded:
     logits: torch.Tensor
 
 
-def _kv_layout(model: nn.Module) -> list[tuple[int, int]]:
-    """(num_kv_heads, head_dim) of each layer's attention."""
-    name = model.config.attention.name
-    if name != "softmax":
-        fail("make_caches", f"a KV cache holds the keys and values of softmax attention; this model was built with "
-                            f"attention={name!r}, whose layers keep no such cache; decode it with cache='none' "
-                            f"(generate(..., use_cache=False)) or build it with attention='softmax'")
-    return [(model.config.num_kv_heads, layer.attn.head_dim) for layer in model.layers]
-
-
-def make_caches(model: nn.Module, cache: str, batch_size: int, max_len: int, *, window: int | None = None
-                ) -> list:
-    """One empty cache per layer of ``model``, of the kind ``cache`` names (see the module docstring).
-
-    Shape: -> a list with one cache per layer.
-    """
-    fn = "make_caches"
-    check_choice(fn, "cache", cache, CACHES[1:])
-    if cache == "sliding":
-        if window is None:
-            fail(fn, "cache='sliding' needs window=, the number of positions it keeps (e.g. window=64)")
-        check_positive_int(fn, "window", window)
-    elif window is not None:
-        fail(fn, f"window applies only to cache='sliding', got window={window!r} with cache={cache!r}")
-    weight = model.token_embedding.weight
-    options = dict(dtype=weight.dtype, device=weight.device)
-    caches = []
-    for num_kv_heads, head_dim in _kv_layout(model):
-        if cache == "preallocated":
-            caches.append(KVCache(batch_size, num_kv_heads, max_len, head_dim, **options))
-        elif cache == "concat":
-            caches.append(ConcatKVCache(batch_size, num_kv_heads, head_dim, **options))
-        else:
-            caches.append(SlidingWindowKVCache(batch_size, num_kv_heads, window, head_dim, **options))
-    return caches
-
-
-def forward_with_cache(model: nn.Module, tokens: torch.Tensor, caches: list) -> torch.Tensor:
-    """The model on ``tokens``, which come right after the positions already in ``caches`` (appended to them).
-
-    Shape: tokens ``(b, t)`` -> logits ``(b, t, vocab)``.
-    """
-    offset = caches[0].offset
-    x = model.token_embedding(tokens)  # (b, t, e)
-    if model.position_embedding is not None:
-        positions = torch.arange(offset, offset + tokens.shape[1], device=tokens.device)  # (t,)
-        x = x + model.position_embedding(positions)  # (b, t, e)
-    for layer, cache in zip(model.layers, caches, strict=True):
-        x, _ = layer(x, cache=cache)
-    return model.head(model.final_norm(x))  # (b, t, vocab)
-
-
-def _check(fn: str, model: nn.Module, prompt: object, max_new_tokens: object, cache: object) -> torch.Tensor:
+def _check(fn: str, model: nn.Module, prompt: object, max_new_tokens: object, cache: object, window: object
+           ) -> torch.Tensor:
     if not model.config.causal:
         fail(fn, "the model must be a decoder, built with causal=True: an encoder's earlier positions see later "
                  "tokens, so nothing it computed can be kept while generating")
@@ -103,50 +56,54 @@ def _check(fn: str, model: nn.Module, prompt: object, max_new_tokens: object, ca
     if prompt.dtype != torch.long or prompt.dim() not in (1, 2) or prompt.shape[-1] == 0:
         fail(fn, f"prompt must hold token ids (torch.long) of shape (b, n) or (n,) with n >= 1, got dtype "
                  f"{prompt.dtype} and shape {tuple(prompt.shape)}")
+    check_token_ids(fn, "prompt", prompt, model.config.vocab_size)
     check_positive_int(fn, "max_new_tokens", max_new_tokens, minimum=0)
     check_choice(fn, "cache", cache, CACHES)
-    read = prompt.shape[-1] + max(max_new_tokens - 1, 0)  # the last new token is written, never read back
-    if (model.config.positions == "learned" or cache == "none") and read > model.config.max_len:
-        fail(fn, f"the model would read the prompt ({prompt.shape[-1]} tokens) and {max_new_tokens - 1} new ones, "
-                 f"{read} positions, more than its max_len={model.config.max_len}; build the model with a larger "
-                 f"max_len or generate fewer tokens")
+    name = model.config.attention.name
+    if cache != "none" and ATTENTION_TABLE[name].cache is None:
+        fail(fn, f"attention={name!r} keeps no cache, got cache={cache!r}; decode it with cache='none' (each token "
+                 f"runs the whole sequence again, as generate() does for it)")
+    if (cache == "sliding") != (window is not None):
+        fail(fn, f"window= is needed with cache='sliding' and only then, got cache={cache!r} and window={window!r}")
+    if window is not None:
+        check_positive_int(fn, "window", window)
     return prompt if prompt.dim() == 2 else prompt[None]  # (b, n)
 
 
 @torch.no_grad()
+def _decode(fn: str, model: nn.Module, prompt: torch.Tensor, max_new_tokens: int, cache: str, window: int | None
+            ) -> Decoded:
+    """:func:`decode`, its errors naming ``fn``, the function the user called."""
+    tokens = _check(fn, model, prompt, max_new_tokens, cache, window)  # (b, n)
+    limit, learned = model.config.max_len, model.config.positions == "learned"
+    new, caches, logits = tokens[:, -limit:], None, []  # what the next step runs: the context, then one token
+    if cache != "none" and max_new_tokens:
+        length = new.shape[1] + max_new_tokens - 1  # the last new token is written, never read back
+        caches = model.new_caches(tokens.shape[0], min(length, limit) if learned else length, kind=cache,
+                                  window=window)
+    for _ in range(max_new_tokens):
+        if caches is not None and learned and caches[0].offset + new.shape[1] > limit:
+            caches = None  # learned positions used up: from here on the last max_len tokens run again
+        step = model(tokens[:, -limit:])[:, -1] if caches is None else model(new, caches=caches)[:, -1]  # (b, vocab)
+        logits.append(step)
+        new = step.argmax(-1, keepdim=True)  # (b, 1)
+        tokens = torch.cat([tokens, new], dim=1)  # (b, n + steps)
+    vocab = model.head.out_features
+    steps = torch.stack(logits, dim=1) if logits else tokens.new_zeros(len(tokens), 0, vocab, dtype=torch.float32)
+    return Decoded(tokens[0], steps[0]) if prompt.dim() == 1 else Decoded(tokens, steps)
+
+
 def decode(model: nn.Module, prompt: torch.Tensor, max_new_tokens: int, *, cache: str = "preallocated",
            window: int | None = None) -> Decoded:
     """Greedy decoding: append ``max_new_tokens`` tokens, each the argmax of the model's next-token logits.
 
-    ``cache`` is one of ``"none"``, ``"preallocated"``, ``"concat"``, ``"sliding"`` (with ``window``). The prompt
-    may hold one sequence ``(n,)`` or a batch ``(b, n)``; the result has the same number of axes. A model with
-    ``positions="rope"`` decoding with a cache may run past ``max_len``: it has no table of positions to outgrow.
+    ``cache`` is one of ``"none"``, ``"preallocated"``, ``"concat"``, ``"sliding"`` (with ``window``); an attention
+    that keeps no cache takes ``"none"`` only. The prompt may hold one sequence ``(n,)`` or a batch ``(b, n)``; the
+    result has the same number of axes. Past ``max_len`` the context slides (see the module docstring).
 
     Shape: prompt ``(b, n)`` -> tokens ``(b, n + new)``, logits ``(b, new, vocab)``.
     """
-    fn = "decode"
-    tokens = _check(fn, model, prompt, max_new_tokens, cache)  # (b, n)
-    one_sequence = prompt.dim() == 1
-    chosen, logits = [], []
-    if cache == "none":
-        for _ in range(max_new_tokens):
-            step = model(torch.cat([tokens, *chosen], dim=1))[:, -1]  # the whole sequence again, (b, vocab)
-            logits.append(step)
-            chosen.append(step.argmax(-1, keepdim=True))  # (b, 1)
-    elif max_new_tokens:
-        caches = make_caches(model, cache, tokens.shape[0], tokens.shape[1] + max_new_tokens - 1, window=window)
-        step = forward_with_cache(model, tokens, caches)[:, -1]  # the prompt once, (b, vocab)
-        for index in range(max_new_tokens):
-            logits.append(step)
-            chosen.append(step.argmax(-1, keepdim=True))  # (b, 1)
-            if index + 1 < max_new_tokens:
-                step = forward_with_cache(model, chosen[-1], caches)[:, -1]  # one new token, (b, vocab)
-    out = torch.cat([tokens, *chosen], dim=1)  # (b, n + new)
-    vocab = model.head.out_features
-    steps = torch.stack(logits, dim=1) if logits else out.new_zeros(out.shape[0], 0, vocab, dtype=torch.float32)
-    if one_sequence:
-        return Decoded(out[0], steps[0])
-    return Decoded(out, steps)
+    return _decode("decode", model, prompt, max_new_tokens, cache, window)
 
 
 def next_token_timers(model: nn.Module, context: int, *, batch_size: int = 1, seed: int = 0
@@ -165,22 +122,19 @@ def next_token_timers(model: nn.Module, context: int, *, batch_size: int = 1, se
     generator = torch.Generator().manual_seed(seed)
     tokens = torch.randint(0, model.config.vocab_size, (batch_size, context), generator=generator)  # (b, context)
     tokens = tokens.to(model.token_embedding.weight.device)
-    _check(fn, model, tokens, 0, "none")  # the recompute timer runs the model on all of them
-    timers: dict[str, Callable[[], torch.Tensor]] = {}
-
-    @torch.no_grad()
-    def recompute() -> torch.Tensor:
-        return model(tokens)
-
-    timers["recompute"] = recompute
+    _check(fn, model, tokens, 0, "preallocated", None)
+    if context > model.config.max_len:
+        fail(fn, f"context must be at most the model's max_len={model.config.max_len} (the recompute timer runs it "
+                 f"whole), got context={context}")
+    timers: dict[str, Callable[[], torch.Tensor]] = {"recompute": torch.no_grad()(lambda: model(tokens))}
     for name, kind in (("pre-allocated cache", "preallocated"), ("concatenated cache", "concat")):
-        caches = make_caches(model, kind, batch_size, context)
+        caches = model.new_caches(batch_size, context, kind=kind)
         with torch.no_grad():
-            forward_with_cache(model, tokens[:, :-1], caches)  # the context, minus the token each call adds
+            model(tokens[:, :-1], caches=caches)  # the context, minus the token each call adds
 
         @torch.no_grad()
         def one_token(caches: list = caches) -> torch.Tensor:
-            logits = forward_with_cache(model, tokens[:, -1:], caches)  # (b, 1, vocab)
+            logits = model(tokens[:, -1:], caches=caches)  # (b, 1, vocab)
             for cache in caches:
                 cache.crop(context - 1)
             return logits
