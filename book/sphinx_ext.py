@@ -2,8 +2,8 @@
 and MathJax served from the site itself.
 
 - ``deep-dive`` (a directive that book/stage.py puts at the end of a deep dive's heading cell) folds the rest of the
-  heading's section, up to the next heading of its level or above, into a ``<details>`` toggle; the heading and its
-  first paragraph stay visible, as in JupyterLab.
+  heading's section, up to the next heading of its level or above, into a ``<details>`` toggle: the cells below the
+  heading cell, as JupyterLab folds them; the heading cell (its heading and summary line) stays visible.
 - ``repo:<path>`` links become links to the repository: ``book_repo_url`` + path when that is set (a published
   book), else a relative path from the built page into this checkout (a file: URL where no relative path leads
   there: another drive on Windows); a path that does not exist is a warning.

@@ -59,20 +59,34 @@ def test_the_front_page_and_each_edition_list_their_lessons(html):
         assert "make lab" in commands and "make test" in commands
 
 
+def _words(markdown: str) -> list[str]:
+    """A few words of a markdown cell as a page shows them: runs of letters (a run of Chinese is one), link targets
+    left out."""
+    return re.findall(r"[^\W\d_]{4,}", re.sub(r"\]\([^)]*\)", "]", markdown))[:6]
+
+
 @pytest.mark.parametrize("pair", LESSONS, ids=_id)
 def test_deep_dives_are_folded_below_their_heading_as_in_jupyterlab(html, pair):
     edition, lesson = pair
     nb = nbformat.read(lesson, as_version=4)
-    headings = [c for c in nb.cells if c.metadata.get("jp-MarkdownHeadingCollapsed") and heading_level(c)]
+    headings = [i for i, c in enumerate(nb.cells)
+                if c.metadata.get("jp-MarkdownHeadingCollapsed") and heading_level(c)]
     page = _page(html, edition, lesson)
     folds = page.select("details.deep-dive")
     assert len(folds) == len(headings), f"{len(headings)} collapsed headings, {len(folds)} folded deep dives"
-    for fold, cell in zip(folds, headings):
-        heading = fold.find_parent("section").find(re.compile("^h[1-6]$"))
+    for fold, index in zip(folds, headings):
+        cell, below = nb.cells[index], nb.cells[index + 1]
+        section = fold.find_parent("section")
+        heading = section.find(re.compile("^h[1-6]$"))
         title = re.sub(r"[`*]", "", cell.source.splitlines()[0].lstrip("#").strip())
         assert heading.get_text().rstrip("#").strip() == title, "the fold belongs to the deep dive's own section"
         assert "open" not in fold.attrs
         assert fold.select("div.cell, p"), "the fold holds the cells under the heading"
+        # what JupyterLab folds is what the book folds: the heading cell's text outside, the cells below it inside
+        shown = " ".join(t.get_text(" ") for t in fold.find_previous_siblings())
+        assert all(word in shown for word in _words(cell.source)), "the heading cell's text is outside the fold"
+        inside = _words(below.source) if below.cell_type == "markdown" else []
+        assert all(word in fold.get_text(" ") for word in inside), f"the cell below the heading is folded: {inside}"
 
 
 @pytest.mark.parametrize("pair", LESSONS, ids=_id)

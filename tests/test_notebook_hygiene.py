@@ -216,6 +216,42 @@ def deep_dive_problems(nb):
     return problems
 
 
+# A collapsed heading hides the cells below it in JupyterLab (and the web book folds them), not its own text: a
+# deep dive's heading cell holds its heading and at most one summary paragraph of SUMMARY_WORDS words, and the body
+# goes in the cells below it (CONTRIBUTING, "Writing a deep dive"). Chinese is not written with spaces, so there a
+# character counts as CJK_WORD of a word: over the lesson catalogs 23,994 English words became 39,475 Chinese
+# characters (punctuation included) beside 6,192 untranslated tokens (code, numbers, names), 0.45 a character;
+# 0.4 lets a translation run a little longer than its English.
+SUMMARY_WORDS = 30
+CJK_WORD = 0.4
+_CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
+
+
+def summary_words(text):
+    """How many words ``text`` reads as: its space-separated words, plus CJK_WORD for each Chinese character."""
+    return len(_CJK.sub(" ", text).split()) + CJK_WORD * len(_CJK.findall(text))
+
+
+def collapsed_heading_problems(nb):
+    """Collapsed heading cells that hold more than their heading and one short summary paragraph."""
+    problems = []
+    for index, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "markdown" or not cell.get("metadata", {}).get("jp-MarkdownHeadingCollapsed"):
+            continue
+        where = f"cell {index} (id {cell.get('id')})"
+        heading, _, rest = _text(cell).strip().partition("\n")
+        if not _HEADING.match(heading):
+            problems.append(f"{where} is marked collapsed but does not start with a heading")
+            continue
+        paragraphs = [p for p in re.split(r"\n\s*\n", rest.strip()) if p.strip()]
+        words = summary_words(rest)
+        if len(paragraphs) > 1 or words > SUMMARY_WORDS:
+            problems.append(f"{where}: the collapsed heading {heading!r} also holds {len(paragraphs)} paragraph(s) "
+                            f"of {words:.0f} words, which stay visible when it is folded; keep at most one summary "
+                            f"paragraph of {SUMMARY_WORDS} words and move the rest into markdown cells below it")
+    return problems
+
+
 def reading_time_problems(path, limit=25):
     """The first cell's stated reading time must be the measured core minutes rounded up to the next 5, and at
     most ``limit``."""
@@ -256,6 +292,12 @@ def test_no_solution_line_appears_outside_its_answer_cell(path):
 def test_deep_dives_are_collapsed_also_in_student_copies(path):
     problems = deep_dive_problems(load(path))
     assert not problems, f"{path.name}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + EDITION_NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_collapsed_headings_hold_only_a_heading_and_a_summary(path):
+    problems = collapsed_heading_problems(load(path))
+    assert not problems, f"{path.relative_to(ROOT)}: " + "; ".join(problems)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -327,6 +369,28 @@ def test_an_open_deep_dive_or_one_the_student_copy_opens_is_found(monkeypatch):
 
     monkeypatch.setattr(classroom, "KEPT_CELL_METADATA", ("tags",))
     assert "student copy drops" in deep_dive_problems(_synthetic())[0]
+
+
+def test_a_collapsed_heading_that_holds_its_body_is_found():
+    import nbformat
+
+    def problems(source, collapsed=True):
+        cell = nbformat.v4.new_markdown_cell(source, id="99-001")
+        if collapsed:
+            cell.metadata["jp-MarkdownHeadingCollapsed"] = True
+        return collapsed_heading_problems(json.loads(nbformat.writes(nbformat.v4.new_notebook(cells=[cell]))))
+
+    line = " ".join(["word"] * SUMMARY_WORDS)
+    assert problems("## Deep dive: details") == []
+    assert problems(f"## Deep dive: details\n\n{line}") == []
+    assert problems(f"## Deep dive: details\n\n{line}\n\nMore.", collapsed=False) == []  # not folded: no rule
+    assert "2 paragraph(s)" in problems(f"## Deep dive: details\n\n{line[:20]}\n\nThe body.")[0]
+    assert "31 words" in problems(f"## Deep dive: details\n\n{line} more")[0]
+    assert "does not start with a heading" in problems("A paragraph.")[0]
+    chinese = "深入" * 37  # 74 characters: 29.6 words
+    assert problems(f"## 深入探讨：细节\n\n{chinese}") == []
+    assert "30 words" in problems(f"## 深入探讨：细节\n\n{chinese}内容")[0]  # 76 characters: 30.4 words
+    assert summary_words("softmax 注意力（`attention`）") == 2 + 5 * CJK_WORD
 
 
 def test_a_wrong_or_too_long_reading_time_is_found(tmp_path):
