@@ -9,7 +9,9 @@
 
 ``msg(template, **values)`` makes a lazy :class:`Message`; ``str()`` looks the template up in the current language's
 catalog, falls back to English where an entry is missing (or still marked fuzzy), then fills the ``{name}``
-placeholders with ``str.format``. A value that is itself a ``Message`` is rendered in the same language. Templates
+placeholders with ``str.format``. A value that is itself a ``Message`` is rendered in the same language. Chinese text
+has no space between two Chinese characters: a Chinese template keeps a space on each side of a placeholder (its value
+may be a number or code), and where the value is Chinese (a translated ``Message``) that space goes. Templates
 are plain string literals (adjacent literals may be concatenated), never f-strings: ``tools/editions.py update``
 extracts them with Babel (keyword ``msg``) into ``attention_lab/locale/attention_lab.pot``, and the tests fail when
 that template or a catalog falls behind the source.
@@ -23,6 +25,7 @@ Catalogs: ``attention_lab/locale/<zh_CN|zh_TW>/LC_MESSAGES/attention_lab.po`` (g
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 from ._validation import check_choice
@@ -34,6 +37,7 @@ DOMAIN = "attention_lab"
 LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 
 _state = {"language": "en"}
+_SPACE_BETWEEN_HAN = re.compile(r"(?<=[\u4e00-\u9fff]) (?=[\u4e00-\u9fff])")
 
 
 def set_language(code: str) -> None:
@@ -96,9 +100,10 @@ class Message:
                   for name, value in self.values.items()}
         translated = translate(self.template, code)
         try:
-            return translated.format(**values)
+            text = translated.format(**values)
         except (KeyError, IndexError, ValueError):  # a broken translation (the tests forbid it) shows the English
             return self.template.format(**values)
+        return text if code == "en" else _SPACE_BETWEEN_HAN.sub("", text)
 
     def __str__(self) -> str:
         return self.render()
