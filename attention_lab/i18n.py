@@ -10,8 +10,9 @@
 ``msg(template, **values)`` makes a lazy :class:`Message`; ``str()`` looks the template up in the current language's
 catalog, falls back to English where an entry is missing (or still marked fuzzy), then fills the ``{name}``
 placeholders with ``str.format``. A value that is itself a ``Message`` is rendered in the same language. Chinese text
-has no space between two Chinese characters: a Chinese template keeps a space on each side of a placeholder (its value
-may be a number or code), and where the value is Chinese (a translated ``Message``) that space goes. Templates
+has no space between two Chinese characters (or full-width punctuation): a Chinese template keeps a space on each side
+of a placeholder (its value may be a number or code), and where the value is Chinese at that edge (a translated
+``Message``) the space goes. Templates
 are plain string literals (adjacent literals may be concatenated), never f-strings: ``tools/editions.py update``
 extracts them with Babel (keyword ``msg``) into ``attention_lab/locale/attention_lab.pot``, and the tests fail when
 that template or a catalog falls behind the source.
@@ -37,7 +38,8 @@ DOMAIN = "attention_lab"
 LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 
 _state = {"language": "en"}
-_SPACE_BETWEEN_HAN = re.compile(r"(?<=[\u4e00-\u9fff]) (?=[\u4e00-\u9fff])")
+_CHINESE = r"[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]"  # Han characters and full-width punctuation
+_SPACE_BETWEEN_CHINESE = re.compile(rf"(?<={_CHINESE}) (?={_CHINESE})")
 
 
 def set_language(code: str) -> None:
@@ -103,7 +105,7 @@ class Message:
             text = translated.format(**values)
         except (KeyError, IndexError, ValueError):  # a broken translation (the tests forbid it) shows the English
             return self.template.format(**values)
-        return text if code == "en" else _SPACE_BETWEEN_HAN.sub("", text)
+        return text if code == "en" else _SPACE_BETWEEN_CHINESE.sub("", text)
 
     def __str__(self) -> str:
         return self.render()

@@ -18,6 +18,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from attention_lab.measure.results import read_results
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 _spec = importlib.util.spec_from_file_location("editions", ROOT / "tools" / "editions.py")
@@ -325,15 +327,21 @@ def test_every_row_and_column_of_the_zh_cn_text_is_classified():
 # ---- printed conclusions ----
 
 _CONCLUDING = re.compile(r"\b(crossover|fit_slope|growth|with_committed)\(")
+# The machine a committed benchmark ran on, quoted as its CSV records it ("AMD EPYC, 2 logical cores, 2 threads, ...")
+_MACHINES = sorted({read_results(path).machine for path in (ROOT / "benchmarks" / "results").glob("*.csv")} - {""},
+                   key=len, reverse=True)
 _KEPT_LATIN = {"torch", "Performer"}  # a library's and a method's names, written in Latin in Chinese text too
 
 
 def untranslated_words(line: str) -> list[str]:
     """The English words of a printed line of Chinese text: what is left once code (a name with _ or .), acronyms
-    (SDPA, RNN), single letters (n, x, r^2) and the names kept in Latin are set aside. A line without Chinese is the
-    lesson's own print, English in every edition."""
+    (SDPA, RNN), single letters (n, x, r^2), the names kept in Latin and the machine label of a committed benchmark (a
+    record, quoted as its file has it) are set aside. A line without Chinese is the lesson's own print, English in
+    every edition."""
     if not re.search(rf"[{CJK}]", line):
         return []
+    for machine in _MACHINES:
+        line = line.replace(machine, " ")
     words = re.findall(r"[A-Za-z][A-Za-z0-9_.'-]*", line)
     return [word for word in words if not (len(word) == 1 or "_" in word or "." in word.rstrip(".")
                                            or re.fullmatch(r"[A-Z]{2,}s?", word) or word in _KEPT_LATIN)]
