@@ -9,7 +9,10 @@
 
 ``msg(template, **values)`` makes a lazy :class:`Message`; ``str()`` looks the template up in the current language's
 catalog, falls back to English where an entry is missing (or still marked fuzzy), then fills the ``{name}``
-placeholders with ``str.format``. A value that is itself a ``Message`` is rendered in the same language. Templates
+placeholders with ``str.format``. A value that is itself a ``Message`` is rendered in the same language. Chinese text
+has no space between two Chinese characters (or full-width punctuation): a Chinese template keeps a space on each side
+of a placeholder (its value may be a number or code), and where the value is Chinese at that edge (a translated
+``Message``) the space goes. Templates
 are plain string literals (adjacent literals may be concatenated), never f-strings: ``tools/editions.py update``
 extracts them with Babel (keyword ``msg``) into ``attention_lab/locale/attention_lab.pot``, and the tests fail when
 that template or a catalog falls behind the source.
@@ -23,6 +26,7 @@ Catalogs: ``attention_lab/locale/<zh_CN|zh_TW>/LC_MESSAGES/attention_lab.po`` (g
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 from ._validation import check_choice
@@ -34,6 +38,8 @@ DOMAIN = "attention_lab"
 LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 
 _state = {"language": "en"}
+_CHINESE = r"[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]"  # Han characters and full-width punctuation
+_SPACE_BETWEEN_CHINESE = re.compile(rf"(?<={_CHINESE}) (?={_CHINESE})")
 
 
 def set_language(code: str) -> None:
@@ -96,9 +102,10 @@ class Message:
                   for name, value in self.values.items()}
         translated = translate(self.template, code)
         try:
-            return translated.format(**values)
+            text = translated.format(**values)
         except (KeyError, IndexError, ValueError):  # a broken translation (the tests forbid it) shows the English
             return self.template.format(**values)
+        return text if code == "en" else _SPACE_BETWEEN_CHINESE.sub("", text)
 
     def __str__(self) -> str:
         return self.render()

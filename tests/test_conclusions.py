@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from attention_lab.measure import conclusions
+from attention_lab import i18n
+from attention_lab.measure import conclusions, labels
 
 LENGTHS = [256, 512, 1024, 2048]
 
@@ -223,3 +224,19 @@ def test_with_committed_says_what_the_benchmark_measured_only_when_the_live_run_
                       "0.9): dense grows as n^2.00 over n = 1024 ... 4096 (r^2 = 1.000)")
     missing = str(conclusions.with_committed(live_noisy, None, machine="", missing="run python benchmarks/x.py"))
     assert missing.endswith("no committed figures to compare with: run python benchmarks/x.py")
+
+
+def test_a_listed_name_is_printed_in_the_learners_language_and_any_other_as_given():
+    try:
+        english = conclusions.crossover([32, 64], [2.0, 3.0], name="one attention call", baseline="the RNN loop")
+        assert english.message.startswith("one attention call is faster than the RNN loop at every measured length")
+        i18n.set_language("zh-CN")
+        chinese = conclusions.crossover([32, 64], [2.0, 3.0], name="one attention call", baseline="the RNN loop")
+        shown = {name: str(labels.LABELS[name]) for name in ("one attention call", "the RNN loop")}
+        assert all(shown.values()) and shown["the RNN loop"] != "the RNN loop"
+        assert f"{shown['one attention call']}都快于 {shown['the RNN loop']}（" in chinese.message  # Latin: a space
+        code = conclusions.fit_slope([1, 2, 4], [1.0, 2.0, 4.0], name="F.scaled_dot_product_attention")
+        assert "F.scaled_dot_product_attention 按 n^1.00 增长" in code.message  # code keeps its name and its space
+        assert labels.label("F.scaled_dot_product_attention") == "F.scaled_dot_product_attention"
+    finally:
+        i18n.set_language("en")

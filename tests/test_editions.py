@@ -18,6 +18,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from attention_lab.measure.results import read_results
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 _spec = importlib.util.spec_from_file_location("editions", ROOT / "tools" / "editions.py")
@@ -320,6 +322,55 @@ def test_every_row_and_column_of_the_zh_cn_text_is_classified():
     found = [(where, places) for where, places in found if places]
     assert not found, ("行/列 that the zh-TW derivation cannot tell row from column (or another word): "
                        f"{found}; add the word to locale/zh_TW_exceptions.tsv, mapped to itself, or reword")
+
+
+# ---- printed conclusions ----
+
+_CONCLUDING = re.compile(r"\b(crossover|fit_slope|growth|with_committed)\(")
+# The machine a committed benchmark ran on, quoted as its CSV records it ("AMD EPYC, 2 logical cores, 2 threads, ...")
+_MACHINES = sorted({read_results(path).machine for path in (ROOT / "benchmarks" / "results").glob("*.csv")} - {""},
+                   key=len, reverse=True)
+_KEPT_LATIN = {"torch", "Performer"}  # a library's and a method's names, written in Latin in Chinese text too
+
+
+def untranslated_words(line: str) -> list[str]:
+    """The English words of a printed line of Chinese text: what is left once code (a name with _ or .), acronyms
+    (SDPA, RNN), single letters (n, x, r^2), the names kept in Latin and the machine label of a committed benchmark (a
+    record, quoted as its file has it) are set aside. A line without Chinese is the lesson's own print, English in
+    every edition."""
+    if not re.search(rf"[{CJK}]", line):
+        return []
+    for machine in _MACHINES:
+        line = line.replace(machine, " ")
+    words = re.findall(r"[A-Za-z][A-Za-z0-9_.'-]*", line)
+    return [word for word in words if not (len(word) == 1 or "_" in word or "." in word.rstrip(".")
+                                           or re.fullmatch(r"[A-Z]{2,}s?", word) or word in _KEPT_LATIN)]
+
+
+@pytest.mark.parametrize(("lesson", "language"), EDITION_CASES)
+def test_printed_conclusions_name_what_they_compare_in_chinese(lesson, language):
+    """A cell that prints a conclusion (crossover, fit_slope, growth) prints it in Chinese, the names of what it
+    compares included: the English names a lesson passes are translated through attention_lab/measure/labels.py."""
+    nb = json.loads(editions.edition_path(lesson, language).read_text(encoding="utf-8"))
+    found = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code" and _CONCLUDING.search("".join(cell["source"])):
+            for out in cell.get("outputs", []):
+                text = "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
+                found += [f"{cell['id']}: {words} in {line.strip()!r}" for line in text.splitlines()
+                          if (words := untranslated_words(line))]
+    assert not found, (f"{language}/{lesson.name}: English left in a printed conclusion; add the name the lesson "
+                       "passes to attention_lab/measure/labels.py, translate it in the zh_CN catalog, rebuild: "
+                       + "; ".join(found[:10]))
+
+
+def test_the_untranslated_word_rule_can_fail():
+    assert untranslated_words("在 n = 32 ... 512 上，the RNN loop's time 按 n^1.00 增长（r^2 = 1.000）") == [
+        "the", "loop's", "time"]
+    assert untranslated_words("线性注意力在 n = 512 处超过稠密 SDPA（n=256: 0.83x, n=512: 2.37x）") == []
+    assert untranslated_words("F.scaled_dot_product_attention 都快于 block_sparse_attention（滑动窗口）") == []
+    assert untranslated_words("naive grows as n^2.00 over n = 256 ... 1024") == []  # English: the lesson's print
+    assert untranslated_words("在 n = 512 ... 2048 上，naive 按 n^2.69 增长") == ["naive"]
 
 
 # ---- register (d2l-zh's typography) ----

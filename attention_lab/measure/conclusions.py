@@ -4,7 +4,8 @@
 :func:`fit_slope` fits log(time) against log(n) and says how well a line fits; :func:`agree` tells whether two
 statistics of the same rounds tell the same story. Each says "too noisy to conclude" (``conclusive=False`` and a
 reason) instead of concluding from bad figures. The figures come from :mod:`attention_lab.measure.timing` (a live run)
-or from a committed benchmark CSV (:mod:`attention_lab.measure.results`).
+or from a committed benchmark CSV (:mod:`attention_lab.measure.results`). The names of what is compared (``name``,
+``baseline``) are printed in the learner's language where :mod:`attention_lab.measure.labels` lists them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 from .._validation import fail
 from ..i18n import Message, msg
+from .labels import label
 
 __all__ = ["Crossover", "Growth", "Slope", "agree", "crossover", "fit_slope", "growth", "with_committed"]
 
@@ -86,6 +88,7 @@ def crossover(lengths: Sequence[int], ratios: Sequence[float], *, name: str = "t
     Shape: two sequences of equal length, ``lengths`` increasing.
     """
     fn = "crossover"
+    name, baseline = label(name), label(baseline)
     values = _numbers(fn, "ratios", ratios)
     _increasing_lengths(fn, lengths, values, "ratios")
     if any(r <= 0 for r in values):
@@ -155,6 +158,7 @@ def fit_slope(lengths: Sequence[float], times: Sequence[float], *, name: str = "
     Shape: two sequences of equal length >= 2, positive values.
     """
     fn = "fit_slope"
+    name = label(name)
     ys = _numbers(fn, "times", times)
     xs = _increasing_lengths(fn, lengths, ys, "times")
     if len(xs) < 2:
@@ -221,6 +225,7 @@ def growth(lengths: Sequence[float], values: Sequence[float], *, name: str = "it
     Shape: two sequences of equal length >= 2, positive values, ``lengths`` increasing.
     """
     fn = "growth"
+    name = label(name)
     ys = _numbers(fn, "values", values)
     xs = _increasing_lengths(fn, lengths, ys, "values")
     if len(xs) < 2:
@@ -230,7 +235,7 @@ def growth(lengths: Sequence[float], values: Sequence[float], *, name: str = "it
     lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
     mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
     exponent = sum((x - mx) * (y - my) for x, y in zip(lx, ly)) / sum((x - mx) ** 2 for x in lx)
-    kind, said = next((label, said) for limit, label, said in _KINDS if exponent <= limit)
+    kind, said = next((text, said) for limit, text, said in _KINDS if exponent <= limit)
     span, factor = (int(lengths[0]), int(lengths[-1])), ys[-1] / ys[0]
     return Growth(exponent, factor, span, kind,
                   msg("{name} grows {factor:.1f}x while n grows {n_factor:.0f}x (n = {first} ... {last}; fitted "

@@ -26,6 +26,7 @@ import torch
 from .._validation import check_choice, check_number, check_positive_int, fail
 from ..i18n import msg
 from .conclusions import agree
+from .labels import label
 
 __all__ = ["LESSON_THREADS", "Comparison", "Sweep", "compare", "fixed_threads", "sweep", "thread_report"]
 
@@ -89,6 +90,7 @@ class Comparison:
         than ``tolerance``). Shape: a string."""
         reference = self.baseline if reference is None else reference
         within, best = self.ratio_between(name, reference), self.best_s[reference] / self.best_s[name]
+        name, reference = label(name), label(reference)  # as the conclusions print them
         if not agree(within, best, tolerance=tolerance):
             return str(msg("too noisy to conclude: {name} ran at {within:.2f}x {reference}'s speed round by round, "
                            "but the fastest times give {best:.2f}x; rerun on a quieter machine", name=name,
