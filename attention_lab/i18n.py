@@ -23,6 +23,7 @@ Catalogs: ``attention_lab/locale/<zh_CN|zh_TW>/LC_MESSAGES/attention_lab.po`` (g
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 from ._validation import check_choice
@@ -34,6 +35,9 @@ DOMAIN = "attention_lab"
 LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 
 _state = {"language": "en"}
+
+_CHINESE = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef"  # ideographs, CJK and full-width punctuation
+_SPACE_IN_CHINESE = re.compile(f"(?<=[{_CHINESE}]) (?=[{_CHINESE}])")
 
 
 def set_language(code: str) -> None:
@@ -96,9 +100,12 @@ class Message:
                   for name, value in self.values.items()}
         translated = translate(self.template, code)
         try:
-            return translated.format(**values)
+            text = translated.format(**values)
         except (KeyError, IndexError, ValueError):  # a broken translation (the tests forbid it) shows the English
             return self.template.format(**values)
+        # a template spaces its placeholders off Chinese text (第 {n} 课, {name} 的); a value that is itself Chinese
+        # (a nested message) leaves a space between two Chinese characters, which Chinese text never has
+        return text if code == "en" else _SPACE_IN_CHINESE.sub("", text)
 
     def __str__(self) -> str:
         return self.render()
