@@ -38,8 +38,8 @@ DOMAIN = "attention_lab"
 LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 
 _state = {"language": "en"}
-_CHINESE = r"[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]"  # Han characters and full-width punctuation
-_SPACE_BETWEEN_CHINESE = re.compile(rf"(?<={_CHINESE}) (?={_CHINESE})")
+_CHINESE = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef"  # ideographs, CJK and full-width punctuation
+_SPACE_IN_CHINESE = re.compile(f"(?<=[{_CHINESE}]) (?=[{_CHINESE}])")
 
 
 def set_language(code: str) -> None:
@@ -105,7 +105,9 @@ class Message:
             text = translated.format(**values)
         except (KeyError, IndexError, ValueError):  # a broken translation (the tests forbid it) shows the English
             return self.template.format(**values)
-        return text if code == "en" else _SPACE_BETWEEN_CHINESE.sub("", text)
+        # a template spaces its placeholders off Chinese text (第 {n} 课, {name} 的); a value that is itself Chinese
+        # (a nested message) leaves a space between two Chinese characters, which Chinese text never has
+        return text if code == "en" else _SPACE_IN_CHINESE.sub("", text)
 
     def __str__(self) -> str:
         return self.render()

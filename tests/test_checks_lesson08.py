@@ -12,6 +12,7 @@ import pytest
 import torch
 from _check_helpers import accepts, rejects
 
+from attention_lab import set_language
 from attention_lab.teaching.checks import _lesson08_mistakes as mistakes
 from attention_lab.teaching.checks import lesson08 as check
 
@@ -99,6 +100,22 @@ def test_hints_name_the_learners_function():
 
     assert "your first_step raised TypeError" in hint_of(check.one_step, first_step)
     assert "your function raised TypeError" in hint_of(check.one_step, lambda w, g, lr: (w, w))  # no name of its own
+
+
+def test_an_error_in_the_schedule_is_named_once_with_the_call():
+    def factor(step, warmup_steps):
+        return [1.0][step]  # IndexError from step 1 on
+
+    text = hint_of(check.inverse_sqrt_schedule, factor)
+    assert text.startswith("Not yet: your factor raised IndexError (list index out of range) when the check called "
+                           "it with the arguments 1, ")
+    set_language("zh-CN")
+    try:
+        with pytest.raises(AssertionError) as error:
+            check.inverse_sqrt_schedule(factor)
+    finally:
+        set_language("en")
+    assert str(error.value).count("调用") <= 2 and "检查调用你的 factor 时" in str(error.value)
 
 
 def test_fallbacks_describe_the_idea_not_the_code():

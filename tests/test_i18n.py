@@ -106,6 +106,19 @@ def test_a_chinese_value_loses_the_spaces_its_template_keeps_for_code_and_number
         i18n._translations.cache_clear()
 
 
+def test_a_chinese_value_meets_chinese_text_without_a_space(monkeypatch, tmp_path):
+    _with_catalog(monkeypatch, tmp_path, [("{what} is wrong", "{what} 不对", ()), ("your output", "你的输出", ()),
+                                          ("for {where}: {hint}", "对于 {where}：{hint}", ())])
+    try:
+        i18n.set_language("zh-CN")
+        assert str(msg("{what} is wrong", what=msg("your output"))) == "你的输出不对"  # not 你的输出 不对
+        assert str(msg("{what} is wrong", what="scores")) == "scores 不对"  # a space between Chinese and Latin stays
+        assert str(msg("for {where}: {hint}", where="长度 3", hint="x")) == "对于长度 3：x"
+        assert msg("{what} is wrong", what="a b").render("en") == "a b is wrong"
+    finally:
+        i18n._translations.cache_clear()
+
+
 def test_msg_takes_only_a_string_and_a_message_compares_by_content():
     with pytest.raises(TypeError, match="msg\\(\\): template must be a string literal"):
         msg(3)

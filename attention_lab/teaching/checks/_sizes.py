@@ -64,9 +64,17 @@ def _learner_values(fn: object, cases: Sequence[Case]) -> list[int]:
     return [whole_number(result, msg("what {name} returns", name=_name(fn))) for result in results]
 
 
-def _name(fn: object) -> str:
+def _name(fn: object) -> str | Message:
     name = getattr(fn, "__name__", "")
-    return name if name.isidentifier() else "your function"
+    return name if name.isidentifier() else msg("your function")
+
+
+def _either(names: Sequence[str]) -> str | Message:
+    """``a or b or c`` in the learner's language."""
+    joined: str | Message = names[0]
+    for name in names[1:]:
+        joined = msg("{first} or {second}", first=joined, second=name)
+    return joined
 
 
 def _ignores(fn: object, case: Case, key: str, right: Formula) -> bool:
@@ -103,7 +111,7 @@ def check_function(fn: object, cases: Sequence[Case], right: Formula, mistakes: 
     ignored = [key for key in cases[0] if probe and _ignores(fn, cases[0], key, right)]
     if ignored:
         hint(msg("{name} gives the same number when {args} doubles, and it should not: compute the answer from "
-                 "the arguments, not from numbers of the example", name=_name(fn), args=" or ".join(ignored)))
+                 "the arguments, not from numbers of the example", name=_name(fn), args=_either(ignored)))
     expected = [right(**case) for case in cases]
     if got[0] == expected[0]:  # the exercise's example is right, another size is not
         miss = next(case for case, mine, want in zip(cases, got, expected) if mine != want)

@@ -44,8 +44,7 @@ def _factors(fn: object, warmup: int, steps: range) -> torch.Tensor:
             hint(msg("{name} divides by zero at step {step}: steps are counted from 0 here, as in the lesson's "
                      "warmup, so count the step as s + 1 wherever it divides", name=name, step=step))
         except Exception:  # any other error: call_learner names it
-            call_learner(fn, step, warmup, what=msg("{name}, called with step={step} and warmup_steps={warmup},",
-                                                    name=name, step=step, warmup=warmup))
+            call_learner(fn, step, warmup)
         got = as_tensor(value, msg("what {name} returns", name=name)).double()
         if got.numel() != 1:
             hint(msg("{name}(step, warmup_steps) should return one number, got {count} numbers for step {step}",
