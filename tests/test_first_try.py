@@ -2,8 +2,8 @@
 every check with the one line "Not yet: ...", and no other exercise cell fails (no NameError from a stub that lost
 its name, no traceback from a line the answer cell adds). To stay fast this runs, for each lesson, the setup cell,
 the few earlier cells its exercises need (NEEDED) and the exercises, all lessons in one kernel whose namespace is
-cleared between lessons (a kernel start costs seconds); tests/test_classroom.py and tests/test_lessons_00_02.py run
-whole copies from a student's folder."""
+cleared between lessons (a kernel start costs seconds). tests/test_lessons_00_02.py runs the whole copies of lessons
+00-02 from a student's folder, tests/test_classroom.py a whole copy of a Chinese edition's first lesson."""
 
 from pathlib import Path
 
