@@ -276,7 +276,7 @@ def test_empty_rows_give_zeros_and_finite_gradients(n):
 def test_gradcheck_fp64():
     layout = BlockLayout.sliding_window(3, neighbours=1, causal=True) | BlockLayout.global_blocks(3, [0])
     q, k, v = qkv(2, n=8, d=3, dv=2, grad=True)
-    assert torch.autograd.gradcheck(lambda *x: al.block_sparse_attention(*x, layout), (q, k, v))
+    assert torch.autograd.gradcheck(lambda *x: al.block_sparse_attention(*x, layout), (q, k, v), fast_mode=True)
 
 
 def test_broadcast_leading_dimensions():
