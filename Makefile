@@ -19,7 +19,7 @@ PYTEST_ARGS ?=
 # The web book (book/build.py): every edition of the executed lessons as HTML in build/book/html, checked.
 BOOK := $(BIN)/python -m book.build --out build/book
 
-.PHONY: lab student test test-numerics book notebooks editions clean-venv
+.PHONY: lab student test test-fast test-browser test-numerics book notebooks editions clean-venv
 
 $(VENV)/.requirements.stamp: requirements.txt pyproject.toml tools/install_env.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -55,10 +55,23 @@ student: $(VENV)/.requirements.stamp
 	else echo "$(STUDENT_DIR)/ has a copy of every lesson (yours: never overwritten)"; fi
 
 # The book is built before pytest (warnings are errors); tests/test_book_*.py and tests/browser check that build.
+# Every lesson of every edition runs under nbval; the browser opens the first lesson of each edition and one heavy
+# lesson (the lessons marked browser_all are left to make test-browser).
 test: $(VENV)/.dev.stamp
 	$(BIN)/ruff check .
 	$(BOOK)
-	$(BIN)/python -m pytest $(NBVAL) $(PARALLEL) $(PYTEST_ARGS) tests notebooks
+	$(BIN)/python -m pytest $(NBVAL) $(PARALLEL) -m "not browser_all" $(PYTEST_ARGS) tests notebooks
+
+# A contributor's edit-run loop: the unit tests and the English lessons under nbval, without the browser, the
+# Chinese editions or the book's build (the book's tests build a fresh one when the build is stale).
+test-fast: $(VENV)/.dev.stamp
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest $(NBVAL) $(PARALLEL) -m "not browser" $(PYTEST_ARGS) tests $(wildcard notebooks/*.ipynb)
+
+# Every lesson of every edition's first, opened and run in JupyterLab in headless Chromium (CI runs it after
+# make test). One worker: it is one browser session.
+test-browser: $(VENV)/.dev.stamp
+	$(BIN)/python -m pytest $(PYTEST_ARGS) tests/browser/test_lessons_in_browser.py
 
 # Read the lessons on the web: build/book/html/index.html (README "The web book"). It never executes a lesson.
 book: $(VENV)/.dev.stamp

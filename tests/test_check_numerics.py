@@ -10,6 +10,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,9 +62,12 @@ def test_names_the_fragile_cell_under_each_other_path_and_the_cell_that_raises(c
     status = check_numerics.main([str(lesson), "--paths", "native", "avx2", "plain"])
     out = capsys.readouterr().out
     assert status == 1, out
-    for path in ("avx2", "plain"):
+    # On a CPU without AVX-512, ATen's native kernels are its AVX2 ones: that path changes nothing there.
+    avx2_is_native = torch.backends.cpu.get_cpu_capability() == "AVX2"
+    for path in ("plain",) if avx2_is_native else ("avx2", "plain"):
         assert f"00_fixture.ipynb, cell fragile (nbval's Cell 2), numeric path {path}" in out, out
-    assert "cell fragile (nbval's Cell 2), numeric path native" not in out, "nothing changed, nothing differs"
+    for path in ("native", "avx2") if avx2_is_native else ("native",):
+        assert f"cell fragile (nbval's Cell 2), numeric path {path}" not in out, "nothing changed, nothing differs"
     assert "-mean square after 20 steps" in out and "+mean square after 20 steps" in out, "shows the diff"
     for path in ("native", "avx2", "plain"):
         assert f"cell raises (nbval's Cell 4), numeric path {path} " in out, out

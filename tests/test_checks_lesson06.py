@@ -144,22 +144,6 @@ def test_chunked_peak_leaves_the_global_random_numbers_alone():
     assert torch.equal(torch.rand(3), before)
 
 
-def test_the_untouched_student_copy_gets_a_one_line_hint_at_every_check(tmp_path):
-    import nbformat
-    from _student_exercises import NOTEBOOKS, check_cell_errors, run_untouched_exercises
-
-    from attention_lab.teaching.classroom import check_call_pattern
-
-    lesson = "06_cost_of_attention.ipynb"
-    cells = run_untouched_exercises(lesson, ("06-003", "06-005"), tmp_path)  # d, heads; naive_attention (ex. 2)
-    checks, failed = check_cell_errors(cells, check_call_pattern(nbformat.read(NOTEBOOKS / lesson, as_version=4)))
-    assert not failed, failed
-    assert len(checks) == 3
-    for errors in checks:
-        assert [e["ename"] for e in errors] == ["NotYet"] and len(errors[0]["traceback"]) == 1
-        assert "Not yet:" in errors[0]["traceback"][0] and "NotImplementedError" in errors[0]["traceback"][0]
-
-
 def test_the_lessons_chunked_attention_is_the_one_the_check_measures():
     """Exercise 2's cell defines chunked_attention; the check keeps its own copy: both peak at the formula."""
     import nbformat

@@ -285,18 +285,3 @@ def test_an_error_while_checking_becomes_a_hint():
 
     broken = Broken(64, BlockLayout.local(64)._rule, "broken")
     rejects(check.connected_layout, broken, match="could not be checked.*RuntimeError")
-
-
-def test_the_untouched_student_copy_gets_a_one_line_hint_at_every_check(tmp_path):
-    from _student_exercises import NOTEBOOKS, check_cell_errors, run_untouched_exercises
-
-    from attention_lab.teaching.classroom import check_call_pattern
-
-    lesson = "07_block_sparse_attention.ipynb"
-    cells = run_untouched_exercises(lesson, (), tmp_path)
-    checks, failed = check_cell_errors(cells, check_call_pattern(nbformat.read(NOTEBOOKS / lesson, as_version=4)))
-    assert not failed, failed
-    assert len(checks) == 4
-    for errors in checks:
-        assert [e["ename"] for e in errors] == ["NotYet"] and len(errors[0]["traceback"]) == 1
-        assert "Not yet:" in errors[0]["traceback"][0]

@@ -113,3 +113,21 @@ def test_make_test_numerics_runs_every_lesson_under_other_numeric_paths_apart_fr
     one = _make(scratch, "-n", "test-numerics", "NB=notebooks/00_first.ipynb").stdout
     assert "tools/check_numerics.py --jobs 2 notebooks/00_first.ipynb" in one, one
     assert "check_numerics" not in _make(scratch, "-n", "test").stdout, "make test keeps its time budget"
+
+
+def test_make_test_opens_a_few_lessons_in_the_browser_and_test_browser_every_lesson(scratch):
+    plan = _make(scratch, "-n", "test").stdout
+    assert '-m "not browser_all"' in plan and plan.rstrip().endswith("tests notebooks"), plan
+    browser = _make(scratch, "-n", "test-browser").stdout
+    assert "pytest  tests/browser/test_lessons_in_browser.py" in browser and "browser_all" not in browser, browser
+    assert "install_env.py" not in browser, browser
+
+
+def test_make_test_fast_runs_the_unit_tests_and_the_english_lessons_only(scratch):
+    (scratch / "notebooks" / "zh-CN").mkdir()
+    _lesson(scratch / "notebooks" / "zh-CN" / "00_first.ipynb", "41 + 1")
+    plan = _make(scratch, "-n", "test-fast").stdout
+    pytest_line = next(line for line in plan.splitlines() if "-m pytest" in line)
+    assert '-m "not browser"' in pytest_line, plan
+    assert pytest_line.endswith("tests notebooks/00_first.ipynb notebooks/01_second.ipynb"), plan
+    assert "book.build" not in plan, plan

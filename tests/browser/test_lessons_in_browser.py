@@ -23,6 +23,11 @@ LESSONS = sorted(ld.NOTEBOOKS.glob("*.ipynb"))
 # the first lesson of each Chinese edition too, opened from its folder as a learner of that edition would
 EDITION_LESSONS = [first for folder in sorted(ld.NOTEBOOKS.glob("zh-*"))
                    for first in sorted(folder.glob("*.ipynb"))[:1]]
+# What `make test` opens (a smoke test): the first lesson of each edition, and the lesson with the most for the
+# browser to draw (figures, widgets that need the kernel, folded deep dives). The others carry the marker
+# browser_all, which `make test` deselects and `make test-browser` (CI runs it after `make test`) selects.
+HEAVY_LESSON = ld.NOTEBOOKS / "09_visualizing_attention.ipynb"
+SMOKE_LESSONS = [LESSONS[0], HEAVY_LESSON, *EDITION_LESSONS]
 # Budgets in seconds. A lesson opens in a few seconds and runs in < 30 s of cell time on 2 cores; the budgets leave
 # room for a machine that also runs the unit tests and nbval (`make test` runs them beside this session) and, for
 # the first lesson, for what only the first one waits for (COLD_START).
@@ -83,9 +88,10 @@ def _recover(page, lab) -> None:
         lp.close_and_shut_down(page, 30)
 
 
-@pytest.mark.parametrize("lesson", LESSONS + EDITION_LESSONS,
-                         ids=[p.stem if p.parent == ld.NOTEBOOKS else f"{p.parent.name}/{p.stem}"
-                              for p in LESSONS + EDITION_LESSONS])
+@pytest.mark.parametrize("lesson", [
+    pytest.param(p, id=p.stem if p.parent == ld.NOTEBOOKS else f"{p.parent.name}/{p.stem}",
+                 marks=() if p in SMOKE_LESSONS else pytest.mark.browser_all)
+    for p in LESSONS + EDITION_LESSONS])
 def test_lesson_runs_in_browser(lesson, lab_page, screenshot_dir, session_deadline):
     if session_deadline.left() < 30:
         pytest.fail(f"the browser session's time budget ({session_deadline.seconds:.0f} s) is spent")
