@@ -66,21 +66,22 @@ def catalog_path(code: str) -> Path:
 
 
 @functools.cache
-def _translations(code: str) -> dict[str, str]:
-    """msgid -> msgstr of one language, without untranslated or fuzzy entries (those fall back to English)."""
-    if code == "en":
-        return {}
+def _translations(catalog: Path) -> dict[str, str]:
+    """msgid -> msgstr of one catalog, without untranslated or fuzzy entries (those fall back to English); kept per
+    path, so a catalog read from another folder (LOCALE_DIR changed) is read afresh."""
     from babel.messages.pofile import read_po  # Babel comes with JupyterLab; imported only for a translation
 
-    with catalog_path(code).open("rb") as handle:
-        catalog = read_po(handle)
-    return {m.id: m.string for m in catalog if m.id and isinstance(m.id, str) and m.string and not m.fuzzy}
+    with catalog.open("rb") as handle:
+        entries = read_po(handle)
+    return {m.id: m.string for m in entries if m.id and isinstance(m.id, str) and m.string and not m.fuzzy}
 
 
 def translate(template: str, code: str | None = None) -> str:
     """The template of ``code`` (default: the current language) for an English ``template``; English if missing."""
     code = language() if code is None else _checked("translate", code)
-    return _translations(code).get(template, template)
+    if code == "en":
+        return template
+    return _translations(catalog_path(code)).get(template, template)
 
 
 class Message:

@@ -9,14 +9,28 @@ from pathlib import Path
 import nbformat
 import pytest
 import torch
-from _check_helpers import accepts, rejects
+from _check_helpers import accepts, inputs_tried, only_on, rejects
+from answers import GENERIC
+from answers import lesson03 as corpus
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import attention_lab as al
 from attention_lab.teaching.checks import lesson03
 
-# ---- the rules against real layers ----
+# ---- the rules against real layers, on the inputs each check tries (as a learner's function receives them) ----
+
+
+def window_rule(kernel, layers):
+    return layers * (kernel // 2) + 1
+
+
+def mult_adds_rule(n, e):
+    return 3 * n * e * e + 2 * n * n * e
+
+
+STACKS = inputs_tried(lesson03.window_for_stack, window_rule)  # (kernel, layers) per input; the first: the example
+LAYER_SIZES = inputs_tried(lesson03.layer_mult_adds, mult_adds_rule)  # (n, e) per input
 
 
 def measured_window(kernel, layers, n=40, e=2):
@@ -30,38 +44,60 @@ def measured_window(kernel, layers, n=40, e=2):
     return next(w for w in range(1, n + 1) if torch.equal(al.sliding_window_mask(n, w), field))
 
 
-@pytest.mark.parametrize(("kernel", "layers"), lesson03._STACKS)
+@pytest.mark.parametrize(("kernel", "layers"), STACKS)
 def test_the_window_rule_matches_real_convolutions(kernel, layers):
-    assert measured_window(kernel, layers) == layers * (kernel // 2) + 1
+    assert measured_window(kernel, layers) == window_rule(kernel, layers)
 
 
-@pytest.mark.parametrize(("n", "e"), lesson03._LAYER_SIZES)
+@pytest.mark.parametrize(("n", "e"), LAYER_SIZES)
 def test_the_multiply_add_rule_is_what_flopcountermode_counts(n, e):
     with FlopCounterMode(display=False) as counter, torch.no_grad():
         al.SelfAttention(e)(torch.zeros(1, n, e))
-    assert counter.get_total_flops() == 2 * (3 * n * e * e + 2 * n * n * e)  # 2 FLOPs per multiply-add
+    assert counter.get_total_flops() == 2 * mult_adds_rule(n, e)  # 2 FLOPs per multiply-add
 
 
 # ---- example numbers on which the mistakes differ (issue 20, 03/3) ----
 
 
-@pytest.mark.parametrize(("cases", "mistakes", "rule"), [
-    (lesson03._STACKS, lesson03._STACK_MISTAKES, lambda k, layers: layers * (k // 2) + 1),
-    (lesson03._LAYER_SIZES, lesson03._COUNT_MISTAKES, lambda n, e: 3 * n * e * e + 2 * n * n * e),
+def corpus_formulas(exercise: str, example: tuple) -> list:
+    """The corpus's wrong formulas of an exercise, each with its value on the example: not its stubs and broken
+    functions, nor the answers right by design on the example (the number written in, the count measured)."""
+    found = []
+    for attempt in corpus.ATTEMPTS:
+        if (attempt.exercise != exercise or attempt.right or not callable(attempt.answer)
+                or attempt.label in ("the first answer written in", "measured with FlopCounterMode")):
+            continue
+        try:
+            value = attempt.answer(*example)
+        except Exception:
+            continue
+        if isinstance(value, int):
+            found.append((attempt.answer, value, attempt.hint))
+    return found
+
+
+@pytest.mark.parametrize(("exercise", "check", "rule", "inputs"), [
+    ("03/3", lesson03.window_for_stack, window_rule, STACKS),
+    ("03/4", lesson03.layer_mult_adds, mult_adds_rule, LAYER_SIZES),
 ])
-def test_every_named_mistake_differs_from_the_rule_and_the_others_on_the_first_input(cases, mistakes, rule):
-    first = [formula(*cases[0]) for formula, _ in mistakes]
-    assert rule(*cases[0]) not in first
-    assert len(set(first)) == len(first), "two mistakes agree on the first input: one hint would name both"
-    every = [tuple(formula(*case) for case in cases) for formula, _ in mistakes]
-    assert len(set(every)) == len(every)
+def test_every_named_mistake_differs_from_the_rule_and_the_others_on_the_first_input(exercise, check, rule, inputs):
+    """On the example (the first input), each wrong formula of the corpus gives its own number, none the rule's: a
+    function wrong on the example only is refused. (That each gets its own hint on every input is the corpus's
+    test, tests/answers/lesson03.py.)"""
+    example = inputs[0]
+    formulas = corpus_formulas(exercise, example)
+    assert len(formulas) >= 10 and rule(*example) not in [value for _, value, _ in formulas]
+    named = {hint: value for _, value, hint in formulas if hint != GENERIC}  # one value per mistake the check names
+    assert len(set(named.values())) == len(named), "two mistakes agree on the first input: one hint would name both"
+    for formula, _, _ in formulas:
+        rejects(check, only_on(example, formula, rule), match="")
 
 
 def test_the_prompts_example_is_the_checks_first_input():
     lesson = Path(__file__).resolve().parents[1] / "notebooks" / "03_self_attention_layer.ipynb"
     prompt = next(cell.source for cell in nbformat.read(lesson, as_version=4).cells
                   if cell.cell_type == "markdown" and "window_for_stack" in cell.source)
-    kernel, layers = lesson03._STACKS[0]
+    kernel, layers = STACKS[0]
     assert f"kernel {kernel}" in prompt and f"{layers} layers" in prompt
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import nbformat
 import pytest
 import torch
-from _check_helpers import accepts, rejects
+from _check_helpers import accepts, inputs_tried, only_on, rejects
+from answers import lesson05 as corpus
 from einops import rearrange
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -29,7 +30,11 @@ def test_the_fused_split_gives_the_heads_of_the_library_layer():
     torch.testing.assert_close(mha.out_proj(rearrange(heads, "b h n d -> b n (h d)")), mha(x)[0])
 
 
-@pytest.mark.parametrize("sizes", lesson05._CROSS_SIZES)
+CROSS_SIZES = inputs_tried(lesson05.cross_attention_flops, corpus.RIGHT_FLOPS)  # (i, j, e, h) per case
+HEAD_CASES = inputs_tried(lesson05.head_weights_from_packed, corpus.head_right)  # (w, c, x, num_heads, head)
+
+
+@pytest.mark.parametrize("sizes", CROSS_SIZES)
 def test_the_flop_rule_is_what_flopcountermode_counts(sizes):
     i, j, e, h = sizes
     with FlopCounterMode(display=False) as counter, torch.no_grad():
@@ -37,41 +42,39 @@ def test_the_flop_rule_is_what_flopcountermode_counts(sizes):
     assert counter.get_total_flops() == 4 * i * e * e + 4 * j * e * e + 4 * i * j * e
 
 
-def test_no_two_flop_mistakes_agree_on_the_prompts_example():
-    example = lesson05._CROSS_SIZES[0]
+def test_every_flop_mistake_is_wrong_on_the_prompts_example():
+    """Each wrong formula of the corpus, given on the prompt's example only (right elsewhere), is refused. (That each
+    mistake gets its own hint on the check's cases is the corpus's test, tests/answers/lesson05.py.)"""
+    example = CROSS_SIZES[0]
     assert example == (10, 50, 64, 8)  # the numbers exercise 2's prompt gives
-    values = [formula(*example) for formula, _ in lesson05._FLOP_MISTAKES]
-    right = 4 * 10 * 64 * 64 + 4 * 50 * 64 * 64 + 4 * 10 * 50 * 64
-    assert right not in values and len(set(values)) == len(values)
-    every = [tuple(formula(*sizes) for sizes in lesson05._CROSS_SIZES) for formula, _ in lesson05._FLOP_MISTAKES]
-    assert len(set(every)) == len(every)
+
+    def on_example(formula):
+        try:
+            return formula(*example)
+        except Exception:  # the corpus's stubs and broken functions: not formulas
+            return None
+
+    wrong = [a.answer for a in corpus.ATTEMPTS if a.exercise == "05/2" and not a.right and callable(a.answer)
+             and on_example(a.answer) not in (None, corpus.RIGHT_FLOPS(*example))]  # not typed in from the example
+    assert len(wrong) >= 12
+    for formula in wrong:
+        rejects(lesson05.cross_attention_flops, only_on(example, formula, corpus.RIGHT_FLOPS), match="")
 
 
 def test_the_first_head_case_keeps_the_scales_apart():
-    e, h = lesson05._HEAD_CASES[0][:2]
+    _, _, x, h, _ = HEAD_CASES[0]
+    e = x.shape[-1]
     d = e // h
     assert len({1 / d, 1 / math.sqrt(e), 1 / math.sqrt(d), 1.0}) == 4
 
 
-@pytest.mark.parametrize("case", lesson05._HEAD_CASES)
-def test_the_expected_head_weights_are_nn_multiheadattentions(case):
-    e, h, head, b, n, dtype = case
-    module, x = lesson05._packed_module(e, h, b, n, seed=1)
-    module, x = module.to(dtype), x.to(dtype)
-    w, c = module.in_proj_weight.detach(), module.in_proj_bias.detach()
-    with torch.no_grad():
-        torch.testing.assert_close(lesson05._head_weights(w, c, x, h, head),
-                                   module(x, x, x, need_weights=True, average_attn_weights=False)[1][:, head])
+def test_the_expected_head_weights_are_nn_multiheadattentions(capsys):
+    """On every case the check tries, nn.MultiheadAttention built from the packed tensors gives what it expects."""
+    accepts(capsys, lesson05.head_weights_from_packed, corpus.head_via_torch_module)
 
 
-def test_the_packed_head_weights_are_checked_in_both_dtypes(capsys):
-    seen = []
-
-    def head_weights(w, c, x, num_heads, head):
-        seen.append(x.dtype)
-        return lesson05._head_weights(w, c, x, num_heads, head)
-
-    accepts(capsys, lesson05.head_weights_from_packed, head_weights)
+def test_the_packed_head_weights_are_checked_in_both_dtypes():
+    seen = [x.dtype for _, _, x, _, _ in HEAD_CASES]
     assert {torch.float32, torch.float64} <= set(seen) and len(seen) >= 3
 
 
@@ -109,4 +112,5 @@ def test_the_lessons_example_for_exercise_3_is_the_checks_first_case():
     lesson = Path(__file__).resolve().parents[1] / "notebooks" / "05_multi_head_attention.ipynb"
     code = "\n".join(cell.source for cell in nbformat.read(lesson, as_version=4).cells if cell.cell_type == "code")
     e, h = map(int, re.search(r"\btorch_mha = nn\.MultiheadAttention\((\d+), (\d+)", code).groups())
-    assert (e, h) == lesson05._HEAD_CASES[0][:2]  # so the example, like the check, keeps 1/d and 1/sqrt(e) apart
+    # so the example, like the check, keeps 1/d and 1/sqrt(e) apart
+    assert (e, h) == (HEAD_CASES[0][2].shape[-1], HEAD_CASES[0][3])

@@ -1,48 +1,69 @@
 """Lesson 06 checks: each answer is a function of the sizes, tried on sizes where the common wrong formulas give
-different numbers (from the right one and from each other); the formula of exercise 2 is what the meter measures;
-a number typed in, a size written into the function or the library's own answer does not pass. The corpus
-(tests/answers/lesson06.py) puts every common mistake through the checks; this file proves the properties behind
-it."""
+different numbers (from the right one and from each other: the corpus, tests/answers/lesson06.py, gives every
+mistake with the hint it must get, so a mistake equal to the right formula would be accepted there and two equal
+mistakes would share a hint); the exercise's own example tells them apart too; the formula of exercise 2 is what
+the meter measures; a number typed in, a size written into the function or the library's own answer does not pass.
+The cases a check tries are read as the learner's function sees them (_check_helpers.inputs_tried)."""
 
 from __future__ import annotations
 
-import itertools
+import re
 
 import pytest
 import torch
-from _check_helpers import accepts, rejects
+from _check_helpers import accepts, inputs_tried, only_on, rejects
+from answers import lesson06 as corpus
 
 from attention_lab import set_language
 from attention_lab.measure.memory import measure_peak_memory
 from attention_lab.teaching.checks import lesson06 as check
 
-FLOP_CASES = [{**case, "head_dim": d} for case, d in zip(check._COUNT_CASES, check._HEAD_DIMS)]
+
+def right_scores(n_queries, n_keys, num_heads):
+    return n_queries * n_keys * num_heads
+
+
+def right_flops(n_queries, n_keys, num_heads, head_dim):
+    return 4 * n_queries * n_keys * num_heads * head_dim
+
+
+def right_peak(batch, heads, n, head_dim, chunk, item_bytes):
+    """out, then one chunk's scores and weights (chunk x n each) and its output, per sequence and head."""
+    rows = min(chunk, n)
+    return batch * heads * item_bytes * (n * head_dim + 2 * rows * n + rows * head_dim)
+
+
+def right_batch(budget_bytes, n, num_heads, head_dim, layers):
+    return budget_bytes // (num_heads * 4 * (2 * n * n + n * head_dim))
+
+
 EXERCISES = {
-    "score_count": (check._COUNT_CASES, check._scores, check._SCORE_MISTAKES),
-    "flop_count": (FLOP_CASES, check._flops, check._FLOP_MISTAKES),
-    "chunked_peak": (check._PEAK_CASES, check._peak, check._PEAK_MISTAKES),
-    "largest_batch": (check._BATCH_CASES, check._batch, check._BATCH_MISTAKES),
+    "score_count": (check.score_count, right_scores, corpus.WRONG_SCORES),
+    "flop_count": (check.flop_count, right_flops, corpus.WRONG_FLOPS),
+    "chunked_peak": (check.chunked_peak, right_peak, corpus.WRONG_PEAK),
+    "largest_batch": (check.largest_batch, right_batch, corpus.WRONG_BATCH),
 }
-
-
-@pytest.mark.parametrize("name", EXERCISES)
-def test_every_wrong_formula_gives_other_numbers_than_the_right_one_and_than_each_other(name):
-    cases, right, mistakes = EXERCISES[name]
-    results = [tuple(f(**case) for case in cases) for f in (right, *(f for f, _ in mistakes))]
-    for (a, first), (b, second) in itertools.combinations(enumerate(results), 2):
-        assert first != second, f"{name}: formulas {a} and {b} agree on every case: {first}"
+PEAK_CASES = inputs_tried(check.chunked_peak, right_peak)  # (batch, heads, n, head_dim, chunk, item_bytes) each
+DTYPES = {8: torch.float64, 4: torch.float32, 2: torch.bfloat16}
 
 
 @pytest.mark.parametrize("name", EXERCISES)
 def test_the_exercise_example_alone_tells_the_wrong_formulas_apart_from_the_right_one(name):
-    """The first case is the one the lesson names: no common wrong formula gives its right answer (but "a batch of
-    at least one", which differs only where not even one sequence fits: the third case)."""
-    cases, right, mistakes = EXERCISES[name]
-    coincide = [index for index, (f, _) in enumerate(mistakes) if f(**cases[0]) == right(**cases[0])]
-    if name == "largest_batch":
-        assert coincide == [1] and mistakes[1][0](**cases[2]) != right(**cases[2])
-        return
-    assert not coincide, f"{name}: mistakes {coincide} give the right answer on the exercise's own sizes"
+    """The first case is the one the lesson names: every wrong formula of the corpus, given on that case only (and
+    right on every other), is refused; but "a batch of at least one", which differs only where not even one
+    sequence fits (the third case). (The corpus's answers typed in from the example are right there by design.)"""
+    exercise, right, wrong = EXERCISES[name]
+    example = inputs_tried(exercise, right)[0]
+    accepted = []
+    for label, formula, _ in wrong:
+        if not callable(formula) or label.startswith("the example's"):
+            continue
+        try:
+            exercise(only_on(example, formula, right))
+        except AssertionError:
+            continue
+        accepted.append(label)
+    assert accepted == (["at least one"] if name == "largest_batch" else []), (name, accepted)
 
 
 def test_the_count_cases_are_not_answers_printed_by_the_lesson():
@@ -51,26 +72,46 @@ def test_the_count_cases_are_not_answers_printed_by_the_lesson():
     printed = set()
     for n in (128, 256, 512, 1024, 2048, 4096):
         printed |= {n * n, 8 * n * n, 4 * 8 * n * n * 64}
-    first = check._COUNT_CASES[0]
-    assert check._scores(**first) not in printed and check._flops(**FLOP_CASES[0]) not in printed
+    assert right_scores(*inputs_tried(check.score_count, right_scores)[0]) not in printed
+    assert right_flops(*inputs_tried(check.flop_count, right_flops)[0]) not in printed
 
 
-@pytest.mark.parametrize("case", check._PEAK_CASES, ids=lambda c: f"n={c['n']},chunk={c['chunk']}")
+def lesson_code() -> dict:
+    """The lesson's naive_attention (06-005) and exercise 2's chunked_attention, as the notebook defines them."""
+    import nbformat
+    from _student_exercises import NOTEBOOKS
+
+    nb = nbformat.read(NOTEBOOKS / "06_cost_of_attention.ipynb", as_version=4)
+    sources = {c.get("id"): c.source for c in nb.cells}
+    cell = next(c.source for c in nb.cells if c.cell_type == "code" and "def chunked_attention" in c.source)
+    names = {"torch": torch}
+    exec(compile(sources["06-005"].split("\n\n\n")[0], "06-005", "exec"), names)  # def naive_attention
+    exec(compile(cell, "chunked_attention", "exec"), names)
+    return names
+
+
+@pytest.mark.parametrize("case", PEAK_CASES, ids=lambda c: f"n={c[2]},chunk={c[4]}")
 def test_the_chunked_peak_formula_is_what_the_meter_measures(case):
-    dtype = {8: torch.float64, 4: torch.float32, 2: torch.bfloat16}[case["item_bytes"]]
-    q, k, v = torch.randn(3, case["batch"], case["heads"], case["n"], case["head_dim"], dtype=dtype).unbind(0)
-    measured = measure_peak_memory(check._chunked_attention, q, k, v, case["chunk"]).peak_bytes
-    assert measured == check._peak(**case)
+    """On every case the check tries, the lesson's chunked_attention peaks at the formula the check accepts."""
+    batch, heads, n, head_dim, chunk, item_bytes = case
+    q, k, v = torch.randn(3, batch, heads, n, head_dim, dtype=DTYPES[item_bytes]).unbind(0)
+    measured = measure_peak_memory(lesson_code()["chunked_attention"], q, k, v, chunk).peak_bytes
+    assert measured == right_peak(*case)
 
 
-def test_the_checks_copy_of_chunked_attention_is_attention():
+def test_the_lessons_chunked_attention_is_attention():
     q, k, v = torch.randn(3, 2, 3, 50, 8, dtype=torch.float64).unbind(0)
     expected = torch.nn.functional.scaled_dot_product_attention(q, k, v)
-    torch.testing.assert_close(check._chunked_attention(q, k, v, 7), expected)
+    torch.testing.assert_close(lesson_code()["chunked_attention"](q, k, v, 7), expected)
 
 
-def right_scores(n_queries, n_keys, num_heads):
-    return n_queries * n_keys * num_heads
+def test_the_check_measures_what_the_formula_predicts(capsys):
+    """The check measures its own copy of chunked_attention on the first two cases: the right formula's predictions
+    are what it measured."""
+    check.chunked_peak(right_peak)
+    printed = capsys.readouterr().out
+    said = re.search(r"you predicted (.+) and (.+) for the first two sizes; the meter measured (.+) and (.+)$", printed)
+    assert said and said.group(1, 2) == said.group(3, 4), printed
 
 
 def test_a_right_function_passes_and_a_hard_coded_one_does_not(capsys):
@@ -118,20 +159,14 @@ def test_success_lines_state_no_other_exercises_answer(capsys):
     def cross_flops(n_queries, n_keys, num_heads, head_dim):
         return 4 * n_queries * n_keys * num_heads * head_dim
 
-    def peak(batch, heads, n, head_dim, chunk, item_bytes):
-        return check._peak(batch, heads, n, head_dim, chunk, item_bytes)
-
-    def batch(budget_bytes, n, num_heads, head_dim, layers):
-        return budget_bytes // (num_heads * 4 * (2 * n * n + n * head_dim))
-
     outputs = {}
     for name, fn, answer in (("scores", check.score_count, right_scores), ("flops", check.flop_count, cross_flops),
-                             ("peak", check.chunked_peak, peak), ("batch", check.largest_batch, batch)):
+                             ("peak", check.chunked_peak, right_peak), ("batch", check.largest_batch, right_batch)):
         fn(answer)
         outputs[name] = capsys.readouterr().out
         assert outputs[name].startswith("Correct:")
-    answers = {"scores": f"{check._scores(**check._COUNT_CASES[0]):,}", "flops": f"{check._flops(**FLOP_CASES[0]):,}",
-               "batch": "a batch of 30"}
+    answers = {"scores": f"{right_scores(*inputs_tried(check.score_count, right_scores)[0]):,}",
+               "flops": f"{right_flops(*inputs_tried(check.flop_count, right_flops)[0]):,}", "batch": "a batch of 30"}
     for name, text in outputs.items():
         assert not [other for other, value in answers.items() if other != name and value in text], name
 
@@ -140,22 +175,7 @@ def test_chunked_peak_leaves_the_global_random_numbers_alone():
     torch.manual_seed(5)
     before = torch.rand(3)
     torch.manual_seed(5)
-    check.chunked_peak(lambda *sizes: check._peak(*sizes))
+    check.chunked_peak(right_peak)
     assert torch.equal(torch.rand(3), before)
 
 
-def test_the_lessons_chunked_attention_is_the_one_the_check_measures():
-    """Exercise 2's cell defines chunked_attention; the check keeps its own copy: both peak at the formula."""
-    import nbformat
-    from _student_exercises import NOTEBOOKS
-
-    nb = nbformat.read(NOTEBOOKS / "06_cost_of_attention.ipynb", as_version=4)
-    sources = {c.get("id"): c.source for c in nb.cells}
-    cell = next(c.source for c in nb.cells if c.cell_type == "code" and "def chunked_attention" in c.source)
-    names = {"torch": torch}
-    exec(compile(sources["06-005"].split("\n\n\n")[0], "06-005", "exec"), names)  # def naive_attention
-    exec(compile(cell, "chunked_attention", "exec"), names)
-    for case in check._PEAK_CASES[:2]:
-        dtype = {8: torch.float64, 4: torch.float32}[case["item_bytes"]]
-        q, k, v = torch.randn(3, case["batch"], case["heads"], case["n"], case["head_dim"], dtype=dtype).unbind(0)
-        assert measure_peak_memory(names["chunked_attention"], q, k, v, case["chunk"]).peak_bytes == check._peak(**case)

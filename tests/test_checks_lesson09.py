@@ -10,7 +10,8 @@ import itertools
 import nbformat
 import pytest
 import torch
-from _check_helpers import accepts, rejects
+from _check_helpers import accepts, inputs_tried, rejects
+from answers.lesson09 import share_gather
 
 from attention_lab.analysis import attention_rollout
 from attention_lab.models.tasks import Reversal
@@ -43,10 +44,11 @@ def test_a_float32_rollout_is_right_and_told_about_float64(capsys):
 
 
 def test_the_rollout_check_tries_float32_first_and_float64_too():
-    dtypes = [case[-1] for case in check._ROLLOUT_CASES]
+    tried = inputs_tried(check.general_rollout, rollout_float32)  # (attention, residual) per case
+    dtypes = [attention.dtype for attention, _ in tried]
     assert dtypes[0] == torch.float32 and torch.float64 in dtypes
-    assert len({case[0] for case in check._ROLLOUT_CASES}) >= 3  # depths
-    assert len({case[4] for case in check._ROLLOUT_CASES}) >= 3  # residual shares
+    assert len({attention.shape[0] for attention, _ in tried}) >= 3  # depths
+    assert len({residual for _, residual in tried}) >= 3  # residual shares
 
     def wrong_on_float64_only(attention, residual):
         return rollout_float32(attention, residual) if attention.dtype == torch.float32 else attention[0, :, 0]
@@ -113,7 +115,7 @@ def test_pairs_get_a_hint_about_how_they_were_read(trained):
 
 
 def test_the_pointer_check_tries_two_dtypes_and_two_sizes():
-    cases = check._pointer_cases()
+    cases = inputs_tried(check.pointer_attention, share_gather)  # (attention, tokens, n_symbols) per case
     assert {a.dtype for a, _, _ in cases} == {torch.float32, torch.float64}
     assert len({a.shape for a, _, _ in cases}) == 2
 

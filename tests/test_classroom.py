@@ -82,7 +82,7 @@ SMALL = _lesson(
     ("md", "## Exercise 2"),
     ("code", f"def twice(v):\n    {BEGIN_SOLUTION}\n    doubled = v + v\n    return doubled\n"
              f"    {END_SOLUTION}\n\nprint(twice(3))"),
-    ("code", "from attention_lab.teaching.checks import _core\n_core.correct('twice')"),
+    ("code", "from attention_lab.teaching.checks import lesson00\nlesson00.weights_shape(twice((2,)), n_tokens=2)"),
     ("md", "## Summary"),
     ("code", "print('figure')"),
 )
@@ -519,7 +519,7 @@ def test_executed_edition_student_copy_answers_every_check_in_its_language(tmp_p
     from nbclient import NotebookClient
 
     from attention_lab import i18n
-    from attention_lab.teaching.checks import _core
+    from attention_lab.teaching.checks import NotYet, lesson00
 
     lesson, language = min(((p.values[0], p.values[1]) for p in EDITION_LESSONS), key=lambda lv: _stub_cost(lv[0]))
     report = classroom.write_student_copies([lesson], tmp_path / "student", language=language)
@@ -532,7 +532,13 @@ def test_executed_edition_student_copy_answers_every_check_in_its_language(tmp_p
     first = _answer_cells(nbformat.read(lesson, as_version=4))[0]
     hints = [(i, o) for i, c in enumerate(nb.cells) for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert all(o["ename"] == "NotYet" for _, o in hints), hints
-    placeholder = _core.PLACEHOLDER_HINT.render(language)
+    i18n.set_language(language)
+    try:
+        with pytest.raises(NotYet) as untouched:  # what a check says to an untouched answer, in the language
+            lesson00.weights_shape(..., n_tokens=5)
+    finally:
+        i18n.set_language("en")
+    placeholder = untouched.value.hint
     after = [o for i, o in hints if i > first]
     assert after and all(placeholder in o["evalue"] for o in after), "every check speaks the edition's placeholder"
     assert i18n.translate("Not yet:", language) in after[0]["traceback"][0]

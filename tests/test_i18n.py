@@ -76,21 +76,17 @@ def _with_catalog(monkeypatch, tmp_path, entries):
     path.parent.mkdir(parents=True)
     with path.open("wb") as handle:
         write_po(handle, catalog)
-    monkeypatch.setattr(i18n, "LOCALE_DIR", tmp_path)
-    i18n._translations.cache_clear()
+    monkeypatch.setattr(i18n, "LOCALE_DIR", tmp_path)  # a catalog of another folder is read afresh
     return path
 
 
 def test_fuzzy_and_broken_translations_show_the_english(monkeypatch, tmp_path):
     _with_catalog(monkeypatch, tmp_path, [("ok {n}", "好 {n}", ()), ("stale", "旧的", ("fuzzy",)),
                                           ("broken {n}", "坏 {count}", ())])
-    try:
-        i18n.set_language("zh-CN")
-        assert str(msg("ok {n}", n=1)) == "好 1"
-        assert str(msg("stale")) == "stale"  # fuzzy: the English changed, the translation is not trusted
-        assert str(msg("broken {n}", n=2)) == "broken 2"  # a placeholder the English lacks: English, no KeyError
-    finally:
-        i18n._translations.cache_clear()
+    i18n.set_language("zh-CN")
+    assert str(msg("ok {n}", n=1)) == "好 1"
+    assert str(msg("stale")) == "stale"  # fuzzy: the English changed, the translation is not trusted
+    assert str(msg("broken {n}", n=2)) == "broken 2"  # a placeholder the English lacks: English, no KeyError
 
 
 def test_a_chinese_value_loses_the_spaces_its_template_keeps_for_code_and_numbers(monkeypatch, tmp_path):

@@ -5,6 +5,7 @@ its mistake); lesson 00's route names every lesson; the core paths stay light.""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import nbformat
@@ -17,8 +18,10 @@ from answers import run
 from nbclient import NotebookClient
 
 from attention_lab.teaching import classroom
-from attention_lab.teaching.lesson_stats import lesson_stats
 from attention_lab.teaching.solution_markup import BEGIN_SOLUTION
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))  # lesson_stats, the reading-time counter
+from lesson_stats import lesson_stats
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 INPUTS = {"00": ["weights", "tokens"], "01": ["a"], "02": ["X", "memory", "W_q", "W_k"]}  # what checks get

@@ -5,13 +5,16 @@ from 0 in every text and output."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from attention_lab.teaching.lesson_stats import lesson_stats
 from attention_lab.teaching.solution_markup import solution_regions
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))  # lesson_stats, the reading-time counter
+from lesson_stats import lesson_stats
 
 NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
 LESSONS = [NOTEBOOKS / "08_training_stability.ipynb", NOTEBOOKS / "09_visualizing_attention.ipynb"]

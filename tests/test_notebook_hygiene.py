@@ -3,9 +3,12 @@ warnings, kernel python3, figures stored as images, exercises in the nbgrader ma
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))  # lesson_stats, the reading-time counter
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 MAX_BYTES = 1_000_000
@@ -257,7 +260,7 @@ def reading_time_problems(path, limit=25):
     most ``limit``."""
     import math
 
-    from attention_lab.teaching.lesson_stats import lesson_stats, stated_minutes
+    from lesson_stats import lesson_stats, stated_minutes
 
     measured = lesson_stats(path).minutes("core")
     expected = 5 * math.ceil(measured / 5)
@@ -405,7 +408,7 @@ def test_a_lesson_with_one_exercise_is_found():
 
 
 def test_lesson_stats_command_prints_one_row_per_lesson_and_a_usage(tmp_path, capsys):
-    from attention_lab.teaching import lesson_stats
+    import lesson_stats
 
     path = _write(tmp_path, _synthetic())
     assert lesson_stats.main([str(path)]) == 0
@@ -422,7 +425,7 @@ def test_teaching_guide_states_the_measured_reading_figures(path):
     minutes, as lesson_stats measures them now."""
     import math
 
-    from attention_lab.teaching.lesson_stats import lesson_stats, stated_minutes
+    from lesson_stats import lesson_stats, stated_minutes
 
     guide = (path.parent.parent / "docs" / "teaching.md").read_text(encoding="utf-8")
     number, stats = path.name[:2], lesson_stats(path)

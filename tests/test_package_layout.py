@@ -201,3 +201,83 @@ def test_every_fast_path_names_its_reference_and_how_it_differs(path):
     assert not missing, f"{path.relative_to(PACKAGE)} names {sorted(missing)}, which reference.py does not have"
     assert re.search(r"differ", docstring) and re.search(r"\bbuy", docstring), (
         f"{path.relative_to(PACKAGE)}: say how it differs from the reference and what that buys")
+
+
+# ---- tests use the package as its users do: through public names -------------------------------------------------
+
+TESTS = Path(__file__).parent
+
+
+def _private(name: str) -> bool:
+    """``_x`` is private; a dunder such as ``__file__`` or ``__all__`` is not."""
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _package_names(node: ast.Import | ast.ImportFrom) -> list[tuple[str, str]]:
+    """(dotted name reached, local name bound) for each name an import takes from attention_lab; [] otherwise."""
+    if isinstance(node, ast.Import):
+        return [(alias.name, alias.asname or alias.name.split(".")[0]) for alias in node.names
+                if alias.name.split(".")[0] == "attention_lab"]
+    if node.level or not node.module or node.module.split(".")[0] != "attention_lab":
+        return []
+    return [(f"{node.module}.{alias.name}", alias.asname or alias.name) for alias in node.names]
+
+
+def private_reaches(source: str) -> list[str]:
+    """Every place ``source`` reaches a private module or name of attention_lab, in line order: an import whose dotted
+    path has a part starting with ``_``, an attribute starting with ``_`` read from a name imported from the package,
+    an ``import_module`` of such a path, and the same inside any string that is itself Python (a notebook cell)."""
+    found: list[tuple[int, str]] = []
+    tree = ast.parse(source)
+    bound = {local for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+             for _, local in _package_names(node)}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found += [(node.lineno, f"imports {dotted}") for dotted, _ in _package_names(node)
+                      if any(_private(part) for part in dotted.split("."))]
+        elif isinstance(node, ast.Attribute) and _private(node.attr):
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in bound:
+                found.append((node.lineno, f"reads {ast.unparse(node)}"))
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str) and ast.unparse(node.func).endswith("import_module")):
+            dotted = node.args[0].value
+            if dotted.split(".")[0] == "attention_lab" and any(_private(part) for part in dotted.split(".")):
+                found.append((node.lineno, f"imports {dotted}"))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "attention_lab" in node.value:
+            try:
+                inner = private_reaches(node.value)
+            except SyntaxError:  # text, not code
+                continue
+            found += [(node.lineno, f"in a string: {reach}") for reach in inner]
+    return [f"line {line}: {what}" for line, what in sorted(found)]
+
+
+@pytest.mark.parametrize("path", sorted(TESTS.rglob("*.py")), ids=lambda p: str(p.relative_to(TESTS)))
+def test_tests_use_only_public_modules_and_names(path):
+    """A test goes through the names the package documents, as a learner or a teacher would: a private module or
+    name it needs is either tested through the public one that uses it or made public (CONTRIBUTING "Tests")."""
+    reaches = private_reaches(path.read_text(encoding="utf-8"))
+    assert not reaches, f"tests/{path.relative_to(TESTS)} reaches private parts of attention_lab: {reaches}"
+
+
+def test_the_private_reach_finder_finds_each_kind():
+    cell = "from attention_lab.teaching.checks import _core\\n_core.correct('x')"
+    source = ("import attention_lab\nimport attention_lab._validation\nfrom attention_lab.plotting import _fonts\n"
+              "from attention_lab.teaching.checks._core import NotYet\n"
+              "from attention_lab.teaching.checks import lesson06 as check\n"
+              "import importlib\n"
+              "check._peak(1)\nattention_lab.core._mask_checks\nimportlib.import_module('attention_lab.core._x')\n"
+              f'CELLS = ["{cell}"]\n')
+    assert private_reaches(source) == [
+        "line 2: imports attention_lab._validation", "line 3: imports attention_lab.plotting._fonts",
+        "line 4: imports attention_lab.teaching.checks._core.NotYet", "line 7: reads check._peak",
+        "line 8: reads attention_lab.core._mask_checks", "line 9: imports attention_lab.core._x",
+        "line 10: in a string: line 1: imports attention_lab.teaching.checks._core"]
+    clean = ("import attention_lab\nimport torch\nfrom attention_lab.teaching.checks import NotYet, lesson06\n"
+             "PACKAGE = attention_lab.__file__\nkeys = torch.zeros(3)[:2]\nassert keys._base is not None\n"
+             "error = NotYet('x')\nerror._render_traceback_()\n'Not yet: attention_lab is _not code'\n"
+             "ORDER = {'attention_lab.plotting._base'}\n")
+    assert private_reaches(clean) == []

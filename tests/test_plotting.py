@@ -95,7 +95,7 @@ def test_plot_block_layout(n):
 def test_plot_block_layout_bad_input():
     with pytest.raises(TypeError, match=r"plot_block_layout\(\): expected an attention_lab.BlockLayout"):
         plotting.plot_block_layout(torch.ones(4, 4, dtype=torch.bool), 4)
-    with pytest.raises(ValueError, match="n must be an int >= 1"):
+    with pytest.raises(ValueError, match=r"n must be >= 1, got n=0"):
         plotting.plot_block_layout(BlockLayout.local(4), 0)
 
 
@@ -180,7 +180,7 @@ def test_plot_heads_bad_input():
         plotting.plot_heads([torch.rand(2, 3, 3), torch.rand(3, 3, 3)])
     with pytest.raises(TypeError, match=r"expected a torch.Tensor of weights, got ndarray"):
         plotting.plot_heads(torch.rand(2, 3, 3).numpy())
-    with pytest.raises(ValueError, match=r"ncols must be a positive int"):
+    with pytest.raises(ValueError, match=r"ncols must be >= 1, got ncols=0"):
         plotting.plot_heads(torch.rand(2, 3, 3), ncols=0)
 
 

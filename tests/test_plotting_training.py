@@ -59,7 +59,7 @@ def test_layer_grad_norm_bars():
     heights = [p.get_height() for p in ax.patches]
     assert heights == pytest.approx([0.1, 0.5, 2.0, 0.1, 0.5, 2.0])
     assert ax.get_ylabel() == "mean gradient norm, first 3 steps"
-    with pytest.raises(ValueError, match=r"first must be an int >= 1"):
+    with pytest.raises(ValueError, match=r"first must be >= 1, got first=0"):
         plotting.plot_layer_grad_norms(_fake(), first=0)
 
 

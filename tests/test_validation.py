@@ -1,5 +1,5 @@
-"""The shared validators of attention_lab._validation: each names the function, what it expected, what it got, and
-(where given) a fix; and the functions that use them refuse bad flags, numbers and choices the same way."""
+"""The shared validators, seen through the functions that use them: each error names the function, what it expected,
+what it got, and (where given) a fix, and bad flags, numbers and choices are refused the same way everywhere."""
 
 import math
 
@@ -7,55 +7,68 @@ import pytest
 import torch
 
 import attention_lab as al
-from attention_lab._validation import check_bool, check_choice, check_number, fail
+from attention_lab.analysis import attention_rollout
+from attention_lab.measure.timing import compare
 
 
-def test_fail_names_the_function_and_never_returns():
-    with pytest.raises(TypeError, match=r"^f\(\): wrong$"):
-        fail("f", "wrong", TypeError)
+def sdpa_with_dropout(p):
+    q = torch.randn(2, 3)
+    return al.scaled_dot_product_attention(q, q, q, dropout_p=p)
+
+
+def test_an_error_names_the_function_what_it_expected_and_what_it_got():
+    with pytest.raises(ValueError, match=r"^causal_mask\(\): n_queries must be >= 1, got n_queries=0$"):
+        al.causal_mask(0)
 
 
 @pytest.mark.parametrize("value", [1, 0, None, "yes", torch.tensor(True)])
-def test_check_bool_refuses_anything_but_a_bool(value):
-    with pytest.raises(TypeError, match=rf"^f\(\): flag must be True or False, got {type(value).__name__} "):
-        check_bool("f", "flag", value)
+def test_a_flag_must_be_a_bool(value):
+    with pytest.raises(TypeError, match=rf"^sliding_window_mask\(\): causal must be True or False, got "
+                                        rf"{type(value).__name__} "):
+        al.sliding_window_mask(4, 2, causal=value)
 
 
-def test_check_bool_returns_the_flag():
-    assert check_bool("f", "flag", True) is True and check_bool("f", "flag", False) is False
+def test_a_flag_is_read_as_given():
+    assert not torch.equal(al.sliding_window_mask(4, 2, causal=True), al.sliding_window_mask(4, 2, causal=False))
 
 
-@pytest.mark.parametrize("kwargs,value,match", [
-    (dict(low=0, low_open=True), 0, r"x must be a finite number > 0, got x=0$"),
-    (dict(low=0), -1.5, r"x must be a finite number >= 0, got x=-1.5$"),
-    (dict(high=1, high_open=True), 1, r"x must be a finite number < 1, got x=1$"),
-    (dict(low=0, high=1, high_open=True), 1.0, r"x must be a finite number in \[0, 1\), got x=1.0$"),
-    (dict(low=0, high=1, low_open=True), 0, r"x must be a finite number in \(0, 1\], got x=0$"),
-    (dict(), math.inf, r"x must be a finite number, got x=inf$"),
-    (dict(low=0), math.nan, r"x must be a finite number >= 0, got x=nan$"),
-    (dict(low=0, low_open=True, unit="seconds"), -2, r"x must be a finite number of seconds > 0, got x=-2$"),
-    (dict(low=1, low_open=True, hint="try 10"), 1, r"x must be a finite number > 1, got x=1; try 10$"),
+@pytest.mark.parametrize("call,match", [
+    (lambda: compare({"a": lambda: None}, min_time=0),
+     r"^compare\(\): min_time must be a finite number of seconds > 0, got min_time=0$"),
+    (lambda: al.sinusoidal_positions(4, 4, base=1),
+     r"^sinusoidal_positions\(\): base must be a finite number > 1, got base=1; the paper uses 10000$"),
+    (lambda: sdpa_with_dropout(1.0),
+     r"^scaled_dot_product_attention\(\): dropout_p must be a finite number in \[0, 1\), got dropout_p=1.0; pass 0.0 "
+     r"at evaluation time$"),
+    (lambda: sdpa_with_dropout(-0.5), r"dropout_p must be a finite number in \[0, 1\), got dropout_p=-0.5; "),
+    (lambda: sdpa_with_dropout(math.inf), r"dropout_p must be a finite number in \[0, 1\), got dropout_p=inf; "),
+    (lambda: attention_rollout(torch.full((1, 1, 1, 2, 2), 0.5), residual=1.5),
+     r"^attention_rollout\(\): residual must be a finite number in \[0, 1\], got residual=1.5; it is the share of "
+     r"the residual path$"),
+    (lambda: attention_rollout(torch.full((1, 1, 1, 2, 2), 0.5), residual=math.nan), r"got residual=nan; "),
 ])
-def test_check_number_ranges(kwargs, value, match):
-    with pytest.raises(ValueError, match=r"^f\(\): " + match):
-        check_number("f", "x", value, **kwargs)
+def test_numbers_out_of_range_are_refused_with_their_bounds(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
 
 
-@pytest.mark.parametrize("value", [True, "1", None, torch.tensor(1.0)])
-def test_check_number_refuses_non_numbers(value):
-    with pytest.raises(TypeError, match=rf"^f\(\): x must be a finite number, got {type(value).__name__} "):
-        check_number("f", "x", value)
+@pytest.mark.parametrize("value", [True, "1", None, torch.tensor(0.5)])
+def test_a_number_must_be_a_real_number(value):
+    with pytest.raises(TypeError, match=rf"^scaled_dot_product_attention\(\): dropout_p must be a finite number, got "
+                                        rf"{type(value).__name__} "):
+        sdpa_with_dropout(value)
 
 
-def test_check_number_accepts_the_ends_and_returns_a_float():
-    assert check_number("f", "x", 0, low=0, high=1) == 0.0 and isinstance(check_number("f", "x", 1, low=0), float)
-    assert check_number("f", "x", 1, low=0, high=1) == 1.0
+def test_the_ends_of_a_closed_range_are_accepted():
+    sdpa_with_dropout(0)  # [0, 1): 0 is in
+    weights = torch.full((1, 1, 1, 2, 2), 0.5)
+    assert attention_rollout(weights, residual=0).shape == attention_rollout(weights, residual=1).shape == (1, 2, 2)
 
 
-def test_check_choice():
-    assert check_choice("f", "mode", "b", ("a", "b")) == "b"
-    with pytest.raises(ValueError, match=r"^f\(\): mode must be one of 'a', 'b', got mode='c'; pick a$"):
-        check_choice("f", "mode", "c", ("a", "b"), hint="pick a")
+def test_a_choice_names_the_choices_and_the_fix():
+    with pytest.raises(ValueError, match=r"^set_language\(\): code must be one of 'en', 'zh-CN', 'zh-TW', got "
+                                         r"code='fr'; pick \"en\""):
+        al.set_language("fr")
 
 
 @pytest.mark.parametrize("call", [

@@ -6,6 +6,7 @@ import textwrap
 
 from matplotlib.axes import Axes
 
+from .._validation import check_positive_int
 from ..efficient.block_sparse import BlockLayout
 from ._base import MASK_CMAP, _new_axes
 from ._fonts import Figure
@@ -27,8 +28,7 @@ def plot_block_layout(layout: BlockLayout, n: int, *, ax: Axes | None = None, ti
     fn = "plot_block_layout"
     if not isinstance(layout, BlockLayout):
         raise TypeError(f"{fn}(): expected an attention_lab.BlockLayout, got {type(layout).__name__}")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"{fn}(): n must be an int >= 1, got {n!r}")
+    check_positive_int(fn, "n", n)
     fig, ax = _new_axes(ax, (5.2, 4.2))
     if n <= _DENSE_LAYOUT_LIMIT:
         matrix, step, unit = layout.to_dense(n).float(), layout.block_size, "position"
@@ -59,8 +59,7 @@ def plot_block_layouts(layouts: dict[str, BlockLayout], n: int, *, columns: int 
     """
     if not layouts:
         raise ValueError("plot_block_layouts(): expected at least one layout, got an empty dict")
-    if isinstance(columns, bool) or not isinstance(columns, int) or columns < 1:
-        raise ValueError(f"plot_block_layouts(): columns must be an int >= 1, got {columns!r}")
+    check_positive_int("plot_block_layouts", "columns", columns)
     columns = min(columns, len(layouts))
     rows = -(-len(layouts) // columns)
     fig = Figure(figsize=(3.6 * columns, 3.2 * rows), layout="constrained")

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from matplotlib.axes import Axes
 
+from .._validation import check_positive_int
 from ._base import _finish_axes, _new_axes
 from ._fonts import Figure
 
@@ -165,8 +166,7 @@ def plot_layer_grad_norms(
     """
     fn = "plot_layer_grad_norms"
     runs = _runs(fn, histories)
-    if isinstance(first, bool) or not isinstance(first, int) or first < 1:
-        raise ValueError(f"{fn}(): first must be an int >= 1, got {first!r}")
+    check_positive_int(fn, "first", first)
     parts = list(dict.fromkeys(p for group in runs.values() for h in group for p in h.layer_grad_norm))
     parts.sort(key=lambda p: p == "head")  # the output layer last, also when only some runs have a final norm
     fig, ax = _new_axes(ax, (max(5.0, 1.0 + 0.9 * len(parts)), 3.4))

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import torch
 from matplotlib.axes import Axes
 
+from .._validation import check_positive_int
 from ._base import WEIGHTS_CMAP, _as_matrix, _new_axes, _set_token_ticks
 from ._fonts import Figure
 
@@ -122,37 +123,15 @@ def plot_heads(
     n_layers, n_heads, n_i, n_j = stack.shape
     if key_labels is None and labels is not None and n_i == n_j:
         key_labels = labels
-    if ncols is not None and (isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1):
-        raise ValueError(f"{fn}(): ncols must be a positive int or None, got {ncols!r}")
-    if layered:
-        ncols = n_heads
-    elif ncols is None:
-        ncols = n_heads if n_heads <= 4 else 4
-    ncols = min(ncols, n_heads)
-    rows_per_layer = -(-n_heads // ncols)
-    nrows = n_layers * rows_per_layer
-    n_panels = n_layers * n_heads
+    if ncols is not None:
+        check_positive_int(fn, "ncols", ncols)
+    ncols = _columns(ncols, n_heads, layered)
     if vmax is None:
         vmax = float(stack.max()) if stack.numel() else 1.0
-
     if ax is None:
-        side = min(3.0, 1.4 + 0.1 * max(n_i, n_j))
-        height = nrows * side + (0.6 if title else 0.3)
-        fig = Figure(figsize=(ncols * side + 1.2, height), layout="constrained")
-        grid = fig.subplots(nrows, ncols, squeeze=False)
-        axes = [grid[r, c] for r in range(nrows) for c in range(ncols)]
-        # Panels go layer by layer, head by head; spare cells at the end of a layer's last row are hidden.
-        panels = []
-        for layer in range(n_layers):
-            cells = axes[layer * rows_per_layer * ncols:(layer + 1) * rows_per_layer * ncols]
-            panels.extend(cells[:n_heads])
-            for spare in cells[n_heads:]:
-                spare.set_axis_off()
+        fig, panels = _new_panels(n_layers, n_heads, ncols, max(n_i, n_j), title)
     else:
-        panels = list(ax)
-        if len(panels) != n_panels:
-            raise ValueError(f"{fn}(): ax must hold one Axes per panel, got {len(panels)} Axes for "
-                             f"{n_layers} layer(s) x {n_heads} head(s) = {n_panels} panels")
+        panels = _given_panels(fn, ax, n_layers, n_heads)
         fig = panels[0].figure
 
     image = None
@@ -164,26 +143,79 @@ def plot_heads(
         _set_token_ticks(fn, panel, "x", n_j, key_labels)
         _set_token_ticks(fn, panel, "y", n_i, labels)
         if ax is None:
-            # Shared axes: tick labels only on the left column and on the lowest panel of each column.
-            first_column = head % ncols == 0
-            lowest = layer == n_layers - 1 and head + ncols >= n_heads
-            panel.tick_params(labelleft=first_column, labelbottom=lowest)
-            if layer == 0 or not layered:
-                panel.set_title(f"head {head}", fontsize=10)
-            if first_column:
-                panel.set_ylabel(f"layer {layer}\nquery i" if layered else "query i")
-            if lowest:
-                panel.set_xlabel("key j")
+            _label_grid_panel(panel, layer, head, n_layers=n_layers, n_heads=n_heads, ncols=ncols, layered=layered)
         else:
-            panel.set_title(f"layer {layer}, head {head}" if layered else f"head {head}", fontsize=10)
-            panel.set_xlabel("key j")
-            panel.set_ylabel("query i")
+            _label_own_panel(panel, layer, head, layered=layered)
         if annotate:
-            for row, values in enumerate(matrix.tolist()):
-                for col, value in enumerate(values):
-                    colour = "black" if value > 0.6 * vmax else "white"
-                    panel.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=7, color=colour)
+            _write_weights(panel, matrix, vmax)
     fig.colorbar(image, ax=panels, label="attention weight", shrink=0.9)
     if title:
         fig.suptitle(title)
     return fig
+
+
+def _columns(ncols: int | None, n_heads: int, layered: bool) -> int:
+    """Panels per row: a layer's heads in one row when there are layers, else ``ncols`` (default: every head in one
+    row up to 4, else 4 per row), never more than the heads."""
+    if layered:
+        return n_heads
+    return min(4 if ncols is None else ncols, n_heads)
+
+
+def _new_panels(n_layers: int, n_heads: int, ncols: int, cells: int, title: str | None) -> tuple[Figure, list[Axes]]:
+    """A figure with one panel per (layer, head), layer by layer in rows of ``ncols``, each ``cells`` positions
+    wide; spare cells at the end of a layer's last row are hidden. Returns the figure and its panels in order."""
+    rows_per_layer = -(-n_heads // ncols)
+    nrows = n_layers * rows_per_layer
+    side = min(3.0, 1.4 + 0.1 * cells)
+    height = nrows * side + (0.6 if title else 0.3)
+    fig = Figure(figsize=(ncols * side + 1.2, height), layout="constrained")
+    grid = fig.subplots(nrows, ncols, squeeze=False)
+    axes = [grid[r, c] for r in range(nrows) for c in range(ncols)]
+    panels = []
+    for layer in range(n_layers):
+        cells_of_layer = axes[layer * rows_per_layer * ncols:(layer + 1) * rows_per_layer * ncols]
+        panels.extend(cells_of_layer[:n_heads])
+        for spare in cells_of_layer[n_heads:]:
+            spare.set_axis_off()
+    return fig, panels
+
+
+def _given_panels(fn: str, ax: Sequence[Axes], n_layers: int, n_heads: int) -> list[Axes]:
+    """The caller's Axes, one per panel in row-major order (layer by layer, head by head)."""
+    panels = list(ax)
+    n_panels = n_layers * n_heads
+    if len(panels) != n_panels:
+        raise ValueError(f"{fn}(): ax must hold one Axes per panel, got {len(panels)} Axes for "
+                         f"{n_layers} layer(s) x {n_heads} head(s) = {n_panels} panels")
+    return panels
+
+
+def _label_grid_panel(panel: Axes, layer: int, head: int, *, n_layers: int, n_heads: int, ncols: int,
+                      layered: bool) -> None:
+    """A panel of the function's own grid: shared axes, so tick labels only on the left column and on the lowest
+    panel of each column; head titles on the first layer's row, layer names on the left."""
+    first_column = head % ncols == 0
+    lowest = layer == n_layers - 1 and head + ncols >= n_heads
+    panel.tick_params(labelleft=first_column, labelbottom=lowest)
+    if layer == 0 or not layered:
+        panel.set_title(f"head {head}", fontsize=10)
+    if first_column:
+        panel.set_ylabel(f"layer {layer}\nquery i" if layered else "query i")
+    if lowest:
+        panel.set_xlabel("key j")
+
+
+def _label_own_panel(panel: Axes, layer: int, head: int, *, layered: bool) -> None:
+    """A panel the caller placed: it names its layer and head and labels both axes itself."""
+    panel.set_title(f"layer {layer}, head {head}" if layered else f"head {head}", fontsize=10)
+    panel.set_xlabel("key j")
+    panel.set_ylabel("query i")
+
+
+def _write_weights(panel: Axes, matrix: torch.Tensor, vmax: float) -> None:
+    """Each weight written in its cell, dark on light colours. Shape: matrix ``(i, j)``."""
+    for row, values in enumerate(matrix.tolist()):
+        for col, value in enumerate(values):
+            colour = "black" if value > 0.6 * vmax else "white"
+            panel.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=7, color=colour)

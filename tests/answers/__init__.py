@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from attention_lab.teaching.checks._core import NotYet
+from attention_lab.teaching.checks import NotYet
 
 GENERIC = "<the check's general hint>"  # a wrong answer that no specific hint is expected to name
 

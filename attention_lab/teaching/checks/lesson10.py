@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ...core.masks import causal_mask
 from ...efficient.linear import linear_attention
 from ...i18n import msg
 from ...measure.memory import format_bytes
@@ -45,7 +46,7 @@ def _decayed(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gamma: float, *,
     t = torch.arange(n, dtype=torch.float64)
     gap = (t[:, None] - t[None, :]).clamp(min=0)  # t - s, (n, n)
     similarity = phi(q) @ phi(k).transpose(-2, -1)  # (..., n, n)
-    allowed = torch.ones(n, n, dtype=torch.bool).tril() if causal else torch.ones(n, n, dtype=torch.bool)
+    allowed = causal_mask(n) if causal else torch.ones(n, n, dtype=torch.bool)  # (n, n)
     s_weights = similarity * (gamma if state_decay is None else state_decay) ** gap * allowed
     z_weights = similarity * (gamma if norm_decay is None else norm_decay) ** gap * allowed
     return (s_weights @ v) / z_weights.sum(dim=-1, keepdim=True) if normalise else s_weights @ v

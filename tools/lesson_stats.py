@@ -1,6 +1,6 @@
 """How long a lesson takes to read: words and code lines of its core path, its deep dives and its exercises.
 
-    python -m attention_lab.teaching.lesson_stats notebooks/*.ipynb
+    python tools/lesson_stats.py notebooks/*.ipynb
 
 A lesson is split by its markdown headings:
 
@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
-
-__all__ = ["WORDS_PER_MINUTE", "CODE_LINES_PER_MINUTE", "LessonStats", "lesson_stats", "stated_minutes", "main"]
 
 WORDS_PER_MINUTE = 200
 CODE_LINES_PER_MINUTE = 20
@@ -88,7 +86,7 @@ def stated_minutes(path: str | Path) -> int | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m attention_lab.teaching.lesson_stats",
+    parser = argparse.ArgumentParser(prog="python tools/lesson_stats.py",
                                      description="Words, code lines and reading minutes of each lesson's parts.")
     parser.add_argument("paths", nargs="+", metavar="LESSON.ipynb", help="the lessons to count")
     paths = parser.parse_args(sys.argv[1:] if argv is None else argv).paths
