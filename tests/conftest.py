@@ -25,15 +25,6 @@ def _seed():
     yield
 
 
-@pytest.fixture(scope="module")
-def one_torch_thread():
-    """Tiny models run fastest on one thread (a second one only adds synchronisation); restored afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 # Under pytest-xdist the workers have no terminal; a worker may hand back sections for the end of the run as
 # config.workeroutput["terminal_sections"] = [[title, line, ...], ...] (tests/browser/conftest.py does).
 _WORKER_SECTIONS: list[list[str]] = []

@@ -8,8 +8,6 @@ from _tolerances import TOL
 from attention_lab.analysis import attention_rollout
 from attention_lab.models.transformer import TinyTransformer, TransformerConfig
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 
 def test_rollout_multiplies_the_residual_mixed_layers_in_order():
     attention = torch.softmax(torch.randn(3, 2, 4, 5, 5, dtype=torch.float64), dim=-1)

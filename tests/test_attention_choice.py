@@ -18,8 +18,6 @@ from attention_lab.models.tasks import Reversal
 from attention_lab.models.training import train
 from attention_lab.models.transformer import TinyTransformer, TransformerConfig
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny models: a second thread only adds waiting
-
 SIZES = dict(vocab_size=10, max_len=8, d_model=16, num_heads=2, num_layers=2)
 
 

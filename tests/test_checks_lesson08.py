@@ -15,8 +15,6 @@ from _check_helpers import accepts, rejects
 from attention_lab import set_language
 from attention_lab.teaching.checks import lesson08 as check
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 
 def hint_of(fn, *args, **kwargs) -> str:
     with pytest.raises(AssertionError, match="^Not yet: ") as error:

@@ -19,8 +19,6 @@ from attention_lab.models.training import evaluate, train
 from attention_lab.models.transformer import TinyTransformer, TransformerConfig
 from attention_lab.teaching.checks import lesson09 as check
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 
 def hint_of(fn, *args, **kwargs) -> str:
     with pytest.raises(AssertionError, match="^Not yet: ") as error:

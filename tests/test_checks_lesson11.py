@@ -9,10 +9,8 @@ from _check_helpers import accepts, rejects
 
 from attention_lab.teaching.checks import lesson11 as check
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
 # ---- exercise 1: cache bytes with an optional window ----
+
 
 def right_bytes(layers, kv_heads, head_dim, tokens, batch, per_value, window):
     kept = tokens if window is None else min(tokens, window)

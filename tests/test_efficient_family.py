@@ -159,7 +159,6 @@ def _estimate_error(q, k, v, exact, projection):
     return float((weights / weights.sum(-1, keepdim=True) @ v - exact).norm() / exact.norm())
 
 
-@pytest.mark.usefixtures("one_torch_thread")
 @pytest.mark.parametrize("d", [4, 8, 16])
 def test_performer_orthogonal_features_keep_improving_up_to_thousands_and_match_iid(d):
     """Orthogonal rows follow the stated distribution (each N(0, I_d)): their estimator's error keeps falling with m

@@ -16,8 +16,6 @@ from attention_lab.models.tasks import PointerLookup, Repeat, Reversal, make_gen
 from attention_lab.models.training import train
 from attention_lab.models.transformer import TinyTransformer, TransformerConfig
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny models: a second thread only adds waiting
-
 
 class DefaultModelWrittenOut(nn.Module):
     """The default TinyTransformer (learned positions, multi-head attention) written out from its parts."""

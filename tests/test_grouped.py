@@ -10,8 +10,6 @@ from einops import rearrange
 import attention_lab as al
 from attention_lab import reference
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")  # small layers: a second thread only adds waiting
-
 
 def project(layer, x, offset=0):
     """q (b, h, n, d) and k, v (b, h_kv, n, d) of the layer, rotated for positions offset, offset + 1, ..."""

@@ -80,7 +80,7 @@ def test_bad_options_are_named():
         ListOps(n_groups=2.0)
 
 
-def test_one_benchmark_run_end_to_end(one_torch_thread):
+def test_one_benchmark_run_end_to_end():
     result = run_long_range("recall", "linear", 64, steps=3)
     assert result.task == "recall" and result.attention == "linear" and result.n == 64 and result.steps == 3
     assert 0.0 <= result.accuracy <= 1.0 and result.steps_per_s > 0 and result.peak_bytes > 0
@@ -90,7 +90,7 @@ def test_one_benchmark_run_end_to_end(one_torch_thread):
         run_long_range("recall", "flash", 64, steps=1)
 
 
-def test_training_steps_are_timed_against_softmax(one_torch_thread):
+def test_training_steps_are_timed_against_softmax():
     timing = time_training_steps("recall", 64, ["linear", "softmax"], rounds=2)
     assert timing.baseline == "softmax" and timing.ratio["softmax"] == 1.0
     assert set(timing.best_s) == {"linear", "softmax"} and all(s > 0 for s in timing.best_s.values())

@@ -7,8 +7,6 @@ from torch import nn
 
 from attention_lab.models.transformer import TinyTransformer, TransformerConfig
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 
 def model(norm="pre", causal=False, layers=2, heads=2, d_model=12, vocab=7, max_len=9, seed=0):
     torch.manual_seed(seed)

@@ -11,8 +11,6 @@ from attention_lab.models.tasks import IGNORE_INDEX, PointerLookup, Reversal
 from attention_lab.models.training import History, evaluate, make_optimizer, train
 from attention_lab.models.transformer import TinyTransformer, TransformerConfig
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 
 def tiny(task, norm="pre", seed=0):
     torch.manual_seed(seed)
