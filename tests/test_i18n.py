@@ -92,27 +92,21 @@ def test_fuzzy_and_broken_translations_show_the_english(monkeypatch, tmp_path):
 def test_a_chinese_value_loses_the_spaces_its_template_keeps_for_code_and_numbers(monkeypatch, tmp_path):
     _with_catalog(monkeypatch, tmp_path, [("{name} grows as n^{p}", "{name} 按 n^{p} 增长", ()),
                                           ("the loop", "循环", ()), ("sparse (sliding)", "sparse（滑动）", ())])
-    try:
-        i18n.set_language("zh-CN")
-        assert str(msg("{name} grows as n^{p}", name="F.softmax", p=2)) == "F.softmax 按 n^2 增长"
-        assert str(msg("{name} grows as n^{p}", name=msg("the loop"), p=2)) == "循环按 n^2 增长"
-        assert str(msg("{name} grows as n^{p}", name=msg("sparse (sliding)"), p=2)) == "sparse（滑动）按 n^2 增长"
-        assert msg("{name} grows as n^{p}", name=msg("the loop"), p=2).render("en") == "the loop grows as n^2"
-    finally:
-        i18n._translations.cache_clear()
+    i18n.set_language("zh-CN")
+    assert str(msg("{name} grows as n^{p}", name="F.softmax", p=2)) == "F.softmax 按 n^2 增长"
+    assert str(msg("{name} grows as n^{p}", name=msg("the loop"), p=2)) == "循环按 n^2 增长"
+    assert str(msg("{name} grows as n^{p}", name=msg("sparse (sliding)"), p=2)) == "sparse（滑动）按 n^2 增长"
+    assert msg("{name} grows as n^{p}", name=msg("the loop"), p=2).render("en") == "the loop grows as n^2"
 
 
 def test_a_chinese_value_meets_chinese_text_without_a_space(monkeypatch, tmp_path):
     _with_catalog(monkeypatch, tmp_path, [("{what} is wrong", "{what} 不对", ()), ("your output", "你的输出", ()),
                                           ("for {where}: {hint}", "对于 {where}：{hint}", ())])
-    try:
-        i18n.set_language("zh-CN")
-        assert str(msg("{what} is wrong", what=msg("your output"))) == "你的输出不对"  # not 你的输出 不对
-        assert str(msg("{what} is wrong", what="scores")) == "scores 不对"  # a space between Chinese and Latin stays
-        assert str(msg("for {where}: {hint}", where="长度 3", hint="x")) == "对于长度 3：x"
-        assert msg("{what} is wrong", what="a b").render("en") == "a b is wrong"
-    finally:
-        i18n._translations.cache_clear()
+    i18n.set_language("zh-CN")
+    assert str(msg("{what} is wrong", what=msg("your output"))) == "你的输出不对"  # not 你的输出 不对
+    assert str(msg("{what} is wrong", what="scores")) == "scores 不对"  # a space between Chinese and Latin stays
+    assert str(msg("for {where}: {hint}", where="长度 3", hint="x")) == "对于长度 3：x"
+    assert msg("{what} is wrong", what="a b").render("en") == "a b is wrong"
 
 
 def test_msg_takes_only_a_string_and_a_message_compares_by_content():
