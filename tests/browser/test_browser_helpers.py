@@ -137,24 +137,13 @@ def test_a_heading_collapsed_at_the_end_hides_the_rest_and_a_plain_lesson_hides_
 
 
 def test_make_test_opens_the_first_lesson_of_each_edition_and_one_heavy_lesson():
-    """`make test` deselects the marker browser_all: what is left is the smoke test the Makefile promises."""
-    import subprocess
-    import sys
+    """`make test` deselects the marker browser_all: what is left is the smoke test the Makefile promises, and
+    `make test-browser` (no deselection) opens every lesson."""
+    import test_lessons_in_browser as browser
 
-    def collected(*options: str) -> list[str]:
-        result = subprocess.run(
-            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *options,
-             str(ld.REPO / "tests" / "browser" / "test_lessons_in_browser.py")],
-            cwd=ld.REPO, capture_output=True, text=True, timeout=120)
-        return [line.split("::", 1)[1] for line in result.stdout.splitlines() if "::" in line]
-
-    every = collected()
-    smoke = collected("-m", "not browser_all")
+    params = next(m for m in browser.test_lesson_runs_in_browser.pytestmark if m.name == "parametrize").args[1]
+    smoke = [p.id for p in params if not any(mark.name == "browser_all" for mark in p.marks)]
     lessons = sorted(p.stem for p in ld.NOTEBOOKS.glob("*.ipynb"))
-    editions = sorted(p.name for p in ld.NOTEBOOKS.glob("zh-*"))
-    opened = [name.removeprefix("test_lesson_runs_in_browser[").removesuffix("]") for name in smoke
-              if name.startswith("test_lesson_runs_in_browser[")]
-    firsts = [f"{edition}/{lessons[0]}" for edition in editions]
-    assert opened == [lessons[0], "09_visualizing_attention", *firsts], smoke
-    assert len(every) - len(smoke) == len(lessons) - 2, "make test-browser opens every lesson"
-    assert {"test_lab_opens_on_the_lessons", "test_nothing_asked_outside_the_machine"} <= set(smoke)
+    firsts = [f"{edition.name}/{lessons[0]}" for edition in sorted(ld.NOTEBOOKS.glob("zh-*"))]
+    assert smoke == [lessons[0], "09_visualizing_attention", *firsts], smoke
+    assert [p.id for p in params] == [*lessons, *firsts], "make test-browser opens every lesson"
