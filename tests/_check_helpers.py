@@ -4,6 +4,8 @@ import functools
 
 import pytest
 
+from attention_lab import set_language
+
 
 def accepts(capsys, check, *args, **kwargs):
     """``check`` prints its ``Correct: ...`` line for this answer."""
@@ -18,6 +20,17 @@ def rejects(check, *args, hint=None, match=None, **kwargs):
         raise TypeError("rejects() needs the expected hint: hint=... or match=...")
     with pytest.raises(AssertionError, match="Not yet: .*" + pattern):
         check(*args, **kwargs)
+
+
+def hint_in(language, check, *args, **kwargs) -> str:
+    """The hint ``check`` gives this wrong answer with the package's messages in ``language`` (then English again)."""
+    set_language(language)
+    try:
+        with pytest.raises(AssertionError) as error:
+            check(*args, **kwargs)
+    finally:
+        set_language("en")
+    return str(error.value)
 
 
 def inputs_tried(check, right, *args, **kwargs) -> list[tuple]:
