@@ -220,7 +220,7 @@ def deep_dive_problems(nb):
 
 
 # A collapsed heading hides the cells below it in JupyterLab (and the web book folds them), not its own text: a
-# deep dive's heading cell holds its heading and at most one summary paragraph of SUMMARY_WORDS words, and the body
+# deep dive's heading cell holds its heading and at most one summary line of SUMMARY_WORDS words, and the body
 # goes in the cells below it (CONTRIBUTING, "Writing a deep dive"). Chinese is not written with spaces, so there a
 # character counts as CJK_WORD of a word: over the lesson catalogs 23,994 English words became 39,475 Chinese
 # characters (punctuation included) beside 6,192 untranslated tokens (code, numbers, names), 0.45 a character;
@@ -236,7 +236,7 @@ def summary_words(text):
 
 
 def collapsed_heading_problems(nb):
-    """Collapsed heading cells that hold more than their heading and one short summary paragraph."""
+    """Collapsed heading cells that hold more than their heading and one short summary line."""
     problems = []
     for index, cell in enumerate(nb["cells"]):
         if cell["cell_type"] != "markdown" or not cell.get("metadata", {}).get("jp-MarkdownHeadingCollapsed"):
@@ -246,12 +246,12 @@ def collapsed_heading_problems(nb):
         if not _HEADING.match(heading):
             problems.append(f"{where} is marked collapsed but does not start with a heading")
             continue
-        paragraphs = [p for p in re.split(r"\n\s*\n", rest.strip()) if p.strip()]
+        lines = [line for line in rest.splitlines() if line.strip()]
         words = summary_words(rest)
-        if len(paragraphs) > 1 or words > SUMMARY_WORDS:
-            problems.append(f"{where}: the collapsed heading {heading!r} also holds {len(paragraphs)} paragraph(s) "
+        if len(lines) > 1 or words > SUMMARY_WORDS:
+            problems.append(f"{where}: the collapsed heading {heading!r} also holds {len(lines)} line(s) "
                             f"of {words:.0f} words, which stay visible when it is folded; keep at most one summary "
-                            f"paragraph of {SUMMARY_WORDS} words and move the rest into markdown cells below it")
+                            f"line of {SUMMARY_WORDS} words and move the rest into markdown cells below it")
     return problems
 
 
@@ -387,7 +387,8 @@ def test_a_collapsed_heading_that_holds_its_body_is_found():
     assert problems("## Deep dive: details") == []
     assert problems(f"## Deep dive: details\n\n{line}") == []
     assert problems(f"## Deep dive: details\n\n{line}\n\nMore.", collapsed=False) == []  # not folded: no rule
-    assert "2 paragraph(s)" in problems(f"## Deep dive: details\n\n{line[:20]}\n\nThe body.")[0]
+    assert "2 line(s)" in problems(f"## Deep dive: details\n\n{line[:20]}\n\nThe body.")[0]
+    assert "2 line(s)" in problems(f"## Deep dive: details\n\n{line[:20]}\nwrapped onto a second line.")[0]
     assert "31 words" in problems(f"## Deep dive: details\n\n{line} more")[0]
     assert "does not start with a heading" in problems("A paragraph.")[0]
     chinese = "深入" * 37  # 74 characters: 29.6 words
