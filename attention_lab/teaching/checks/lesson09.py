@@ -153,8 +153,9 @@ def _names(mask: torch.Tensor) -> str:
 def smallest_head_set(answer: object, model: torch.nn.Module, task: object, *, threshold: float = 0.99,
                       n_sequences: int = 1000, seed: int = 10_000) -> None:
     """Exercise 2: a (layers, h) bool mask, True = keep, of the fewest heads that keep the token accuracy at or
-    above ``threshold`` (any such set of the smallest size is right). A mask of 0s and 1s is read as a mask; an
-    answer written as (layer, head) pairs gets a hint that says how it was read."""
+    above ``threshold`` (any such set of the smallest size is right). A mask of 0s and 1s is read as a mask, so that
+    its mistake is named, and a right one is asked for as bool; an answer written as (layer, head) pairs gets a hint
+    that says how it was read."""
     shape = (model.num_layers, model.num_heads)
     got = as_tensor(answer, msg("your set of heads"))
     pairs = _pairs(got, shape)
@@ -172,8 +173,8 @@ def smallest_head_set(answer: object, model: torch.nn.Module, task: object, *, t
         if got.dim() >= 1 and tuple(got.shape) != shape:
             hint(msg("one entry per layer and head: a (layers, h) = {shape} mask with True for each head you keep; "
                      "yours has shape {got}", shape=shape, got=tuple(got.shape)))
-        hint(msg("answer with a mask of the heads you keep: True (or 1) for a kept head, False (or 0) for one "
-                 "switched off, one entry per layer and head"))
+        hint(msg("answer with a bool mask of the heads you keep: True for a kept head, False for one switched "
+                 "off, one entry per layer and head"))
     if tuple(got.shape) != shape:
         hint(msg("one entry per layer and head: a (layers, h) = {shape} mask with True for each head you keep; "
                  "yours has shape {got}", shape=shape, got=tuple(got.shape)))
@@ -183,6 +184,9 @@ def smallest_head_set(answer: object, model: torch.nn.Module, task: object, *, t
     fewest = min(sum(keep) for keep in good)
     key = tuple(mask.flatten().tolist())
     if key in good and sum(key) == fewest:
+        if got.dtype != torch.bool:  # the exercise asks for a bool mask, and head_mask takes no other
+            hint(msg("the right heads, as a 0/1 mask: head_mask takes a bool tensor (True = keep the head) and "
+                     "refuses any other, as the library does every 0/1 mask; make it a bool mask"))
         alone = max(acc for keep, acc in accuracies.items() if sum(keep) == 1)
         correct(msg("keeping only {names} gives accuracy {accuracy:.3f}; no smaller set reaches {threshold:g} (the "
                     "best single head alone: {alone:.3f})", names=_names(mask), accuracy=accuracies[key],
