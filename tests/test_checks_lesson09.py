@@ -10,7 +10,7 @@ import itertools
 import nbformat
 import pytest
 import torch
-from _check_helpers import accepts, inputs_tried, rejects
+from _check_helpers import inputs_tried, rejects
 from answers.lesson09 import share_gather
 
 from attention_lab.analysis import attention_rollout
@@ -94,7 +94,9 @@ def trained():
 def test_a_mask_of_zeros_and_ones_is_a_mask(trained, capsys):
     model, kw, smallest = trained
     for bits in smallest:
-        accepts(capsys, check.smallest_head_set, torch.tensor(bits).view(2, 2).tolist(), model, TASK, **kw)
+        assert "the right heads, as a 0/1 mask" in hint_of(check.smallest_head_set,
+                                                           torch.tensor(bits).int().view(2, 2).tolist(), model, TASK,
+                                                           **kw)  # read as a mask, and asked for as bool
         layer, head = torch.tensor(bits).view(2, 2).nonzero()[0].tolist()
         check.smallest_head_set(torch.tensor(bits, dtype=torch.bool).view(2, 2), model, TASK, **kw)
         assert f"layer {layer} head {head}" in capsys.readouterr().out  # counted from 0, like the mask's indices

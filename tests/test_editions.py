@@ -284,8 +284,9 @@ def test_the_language_line_needs_the_al_import():
 def test_exception_table_is_well_formed_and_each_row_is_needed():
     rows = cat.exception_table()
     # 29 rows from the first derivation, the rest from the native review of lessons 00-02 (Taiwanese terms) and the
-    # translators of later lessons; every row must change some catalog (below), so the cap only stops a runaway table
-    assert len(rows) <= 80, "keep the reviewed exception table short"
+    # translators of later lessons (and README.zh-TW's 指令 and 相依套件, issue 34); every row must change some
+    # catalog (below), so the cap only stops a runaway table
+    assert len(rows) <= 81, "keep the reviewed exception table short"
     sources = [source for source, _, _ in rows]
     assert len(sources) == len(set(sources)), "a row appears twice"
     corrections = {"引數": "参数", "單元格": "单元格", "全域性": "全局", "區域性": "局部", "視訊記憶體": "显存",

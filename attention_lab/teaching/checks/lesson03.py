@@ -27,7 +27,7 @@ from ._core import (
     right_for_some_inputs,
 )
 from ._function_answers import check_formula, expect_function
-from ._mask_answers import as_bool_mask
+from ._mask_answers import as_bool_mask, only_bool
 
 # ---- exercise 1: cross-attention with the fused weights ----
 
@@ -164,10 +164,12 @@ def grid_mask(answer: object) -> None:
         if got.shape != (n, n):
             hint(msg("for {size} the mask has one row and one column per pixel: shape ({n}, {n}), yours has "
                      "{shape}", size=size, n=n, shape=tuple(got.shape)))
-        got = as_bool_mask(got, msg("your mask"))
+        mask = as_bool_mask(got, msg("your mask"))
         expected = _grid(height, width)
-        if torch.equal(got, expected):
+        if torch.equal(mask, expected):
+            only_bool(got)  # the exercise asks for a bool mask, the one convention lesson 04 keeps
             continue
+        got = mask
         mistakes = [
             (~expected, msg("the polarity is flipped: True means 'may attend', so the neighbours and the pixel "
                             "itself are True")),

@@ -185,9 +185,9 @@ def _cross_flops(i: int, j: int, e: int, h: int) -> int:
 
 # ---- exercise 3: one head's weights from the packed matrices ----
 
-_HEAD_CASES = ((12, 3, 2, 1, 5, torch.float32), (16, 4, 0, 2, 4, torch.float32), (8, 2, 1, 3, 3, torch.float64),
-               (24, 6, 5, 2, 6, torch.float32))  # (e, h, head, b, n, dtype): the lesson's first (d * d != e, so
-# 1/d and 1/sqrt(e) differ there), then b == n and float64
+_HEAD_CASES = ((12, 3, 2, 1, 5, torch.float32), (18, 3, 0, 2, 4, torch.float32), (10, 2, 1, 3, 3, torch.float64),
+               (24, 8, 5, 2, 6, torch.float32))  # (e, h, head, b, n, dtype): the lesson's first (d * d != e, so
+# 1/d and 1/sqrt(e) differ there), then b == n and float64; d = 4, 6, 5, 3, so no head size can be written in
 
 
 def _packed_module(e: int, h: int, b: int, n: int, seed: int) -> tuple[nn.MultiheadAttention, torch.Tensor]:

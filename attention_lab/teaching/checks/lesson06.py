@@ -277,7 +277,15 @@ def largest_batch(answer: object) -> None:
     """Exercise 3: ``answer(budget_bytes, n, num_heads, head_dim, layers)`` -> the largest batch whose naive
     attention forward (float32, no gradients; Q, K and V not counted) fits ``budget_bytes``, the layers running one
     after another."""
+    def rounded_another_way(got: list[int]) -> None:
+        quotients = [(case["budget_bytes"], _per_sequence(case["n"], case["num_heads"], case["head_dim"]))
+                     for case in _BATCH_CASES]
+        if all(mine in (budget // one, -(-budget // one)) for mine, (budget, one) in zip(got, quotients)):
+            hint(msg("the budget over one sequence's peak is right on every size, but rounded up on some: a batch "
+                     "either fits or does not, so always round down"))
+
     got, _ = check_function(answer, _BATCH_CASES, _batch, _BATCH_MISTAKES, probe=False,
+                             more_mistakes=rounded_another_way,
                              fallback=msg("a batch of b sequences needs b times one sequence's peak: find the "
                                           "largest b for which that stays within the budget"))
     first = _BATCH_CASES[0]

@@ -205,11 +205,15 @@ def pre_ln_block(fn: Callable[[TransformerBlock, torch.Tensor], torch.Tensor]) -
                 "block, so the input reaches the top on a path without a LayerNorm"))
 
 
-def _clip_cases() -> tuple[list[torch.Tensor], float]:
+def _clip_cases() -> list[tuple[list[torch.Tensor], float, float]]:
+    """(gradients, max_norm, their total norm): one set clipped and left alone, then a second set (other shapes,
+    another count, another norm), so that no count, shape or norm of the first can be written in."""
     gen = torch.Generator().manual_seed(8)
-    grads = [torch.randn(3, 4, generator=gen) * 2, torch.randn(5, generator=gen) * 0.1,
+    first = [torch.randn(3, 4, generator=gen) * 2, torch.randn(5, generator=gen) * 0.1,
              torch.randn(2, 2, generator=gen)]  # different shapes, as a model's parameters have
-    return grads, float(torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads])))
+    second = [torch.randn(6, generator=gen) * 3, torch.randn(2, 3, generator=gen)]
+    totals = [float(torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads]))) for grads in (first, second)]
+    return [(first, totals[0] / 4, totals[0]), (first, totals[0] * 2, totals[0]), (second, totals[1] / 3, totals[1])]
 
 
 def _call_clip(fn: object, grads: list[torch.Tensor], max_norm: float) -> list[torch.Tensor]:
@@ -232,8 +236,7 @@ def clip_by_total_norm(fn: Callable[[list[torch.Tensor], float], list[torch.Tens
     """Exercise 4: ``fn(grads, max_norm)`` returns the gradients rescaled so their total norm is <= max_norm."""
     if not callable(fn):
         hint(msg("pass your function itself, e.g. check.clip_by_total_norm(clip), not the result of calling it"))
-    grads, total = _clip_cases()
-    for max_norm in (total / 4, total * 2):  # one call that must clip, one that must leave the gradients alone
+    for grads, max_norm, total in _clip_cases():  # calls that must clip, and one that must leave the gradients alone
         got = call_learner(_call_clip, fn, grads, max_norm, what=learner_name(fn))
         scale = min(1.0, max_norm / (total + 1e-6))  # the formula of torch.nn.utils.clip_grad_norm_
         if all(close(a, g * scale, atol=1e-5, rtol=1e-5) for a, g in zip(got, grads)):

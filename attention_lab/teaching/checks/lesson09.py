@@ -27,8 +27,9 @@ def _pointer_cases() -> list[tuple[torch.Tensor, torch.Tensor, int]]:
     """(attention, tokens, n_symbols): two sizes, so no batch size, layer count or length can be hard-coded."""
     cases = []
     # the model's dtype (float32) first, then float64, another depth, width, length and vocabulary
+    # the second vocabulary is not the first's minus 1 or n - 1: a written-in 10 wraps to neither key p - 1 nor p + 1
     for layers, b, h, n, n_symbols, seed, dtype in ((2, 50, 2, 8, 10, 1, torch.float32),
-                                                    (3, 7, 4, 6, 5, 2, torch.float64)):
+                                                    (3, 7, 4, 6, 7, 2, torch.float64)):
         gen = torch.Generator().manual_seed(seed)
         tokens = torch.randint(0, n_symbols, (b, n), generator=gen)  # (b, i)
         tokens[:, -1] = n_symbols + torch.randint(0, n - 1, (b,), generator=gen)  # the pointer ->p
@@ -46,12 +47,16 @@ def _on_pointed(attention: torch.Tensor, positions: torch.Tensor) -> torch.Tenso
     return _pick(attention[..., -1, :], positions).mean(dim=1)  # last query's row (l, b, h, j) -> (l, h)
 
 
-def _pointer_mistakes(attention: torch.Tensor, tokens: torch.Tensor, n_symbols: int
+def _pointer_mistakes(attention: torch.Tensor, tokens: torch.Tensor, n_symbols: int, example_symbols: int
                       ) -> list[tuple[torch.Tensor, Message]]:
     pointed = tokens[:, -1] - n_symbols  # (b,)
     n = attention.shape[-1]
     right = _on_pointed(attention, pointed)
+    written_in = (tokens[:, -1] - example_symbols) % n  # the example's vocabulary, a negative index wrapping around
     return [
+        (_on_pointed(attention, written_in),
+         msg("that reads the pointer with the example's vocabulary of {example} symbols; the position is the "
+             "pointer's id minus the n_symbols your function is given", example=example_symbols)),
         (_on_pointed(attention, torch.full_like(pointed, n - 1)),
          msg("that is the weight on the pointer token itself (the last key); the pointer names another position")),
         (_pick(attention, pointed).mean(dim=(1, 3)),  # every query's weight on key p
@@ -97,12 +102,13 @@ def pointer_attention(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tens
     if not callable(fn):
         hint(msg("pass your function itself, e.g. check.pointer_attention(share_on_pointed), not its result"))
     name = learner_name(fn)
-    for attention, tokens, n_symbols in _pointer_cases():
+    cases = _pointer_cases()
+    for attention, tokens, n_symbols in cases:
         got = call_learner(_call_pointer, fn, attention, tokens, n_symbols, what=name)
         expected = _on_pointed(attention, tokens[:, -1] - n_symbols)
         if close(got, expected, atol=1e-5, rtol=1e-5):
             continue
-        for wrong, message in _pointer_mistakes(attention, tokens, n_symbols):
+        for wrong, message in _pointer_mistakes(attention, tokens, n_symbols, cases[0][2]):
             if close(got, wrong, atol=1e-5, rtol=1e-5):
                 hint(message)
         if got.shape != expected.shape:
@@ -147,8 +153,9 @@ def _names(mask: torch.Tensor) -> str:
 def smallest_head_set(answer: object, model: torch.nn.Module, task: object, *, threshold: float = 0.99,
                       n_sequences: int = 1000, seed: int = 10_000) -> None:
     """Exercise 2: a (layers, h) bool mask, True = keep, of the fewest heads that keep the token accuracy at or
-    above ``threshold`` (any such set of the smallest size is right). A mask of 0s and 1s is read as a mask; an
-    answer written as (layer, head) pairs gets a hint that says how it was read."""
+    above ``threshold`` (any such set of the smallest size is right). A mask of 0s and 1s is read as a mask, so that
+    its mistake is named, and a right one is asked for as bool; an answer written as (layer, head) pairs gets a hint
+    that says how it was read."""
     shape = (model.num_layers, model.num_heads)
     got = as_tensor(answer, msg("your set of heads"))
     pairs = _pairs(got, shape)
@@ -166,8 +173,8 @@ def smallest_head_set(answer: object, model: torch.nn.Module, task: object, *, t
         if got.dim() >= 1 and tuple(got.shape) != shape:
             hint(msg("one entry per layer and head: a (layers, h) = {shape} mask with True for each head you keep; "
                      "yours has shape {got}", shape=shape, got=tuple(got.shape)))
-        hint(msg("answer with a mask of the heads you keep: True (or 1) for a kept head, False (or 0) for one "
-                 "switched off, one entry per layer and head"))
+        hint(msg("answer with a bool mask of the heads you keep: True for a kept head, False for one switched "
+                 "off, one entry per layer and head"))
     if tuple(got.shape) != shape:
         hint(msg("one entry per layer and head: a (layers, h) = {shape} mask with True for each head you keep; "
                  "yours has shape {got}", shape=shape, got=tuple(got.shape)))
@@ -177,6 +184,9 @@ def smallest_head_set(answer: object, model: torch.nn.Module, task: object, *, t
     fewest = min(sum(keep) for keep in good)
     key = tuple(mask.flatten().tolist())
     if key in good and sum(key) == fewest:
+        if got.dtype != torch.bool:  # the exercise asks for a bool mask, and head_mask takes no other
+            hint(msg("the right heads, as a 0/1 mask: head_mask takes a bool tensor (True = keep the head) and "
+                     "refuses any other, as the library does every 0/1 mask; make it a bool mask"))
         alone = max(acc for keep, acc in accuracies.items() if sum(keep) == 1)
         correct(msg("keeping only {names} gives accuracy {accuracy:.3f}; no smaller set reaches {threshold:g} (the "
                     "best single head alone: {alone:.3f})", names=_names(mask), accuracy=accuracies[key],
@@ -188,12 +198,16 @@ def smallest_head_set(answer: object, model: torch.nn.Module, task: object, *, t
             hint(msg("read as a mask (1 = keep), your answer keeps {names}, which is not a right answer; read as "
                      "(layer, head) pairs it would be right: answer with the bool mask of those heads instead",
                      names=_names(mask)))
-    flipped = tuple(not k for k in key)
-    if flipped in good and sum(flipped) == fewest:
-        hint(msg("in a head_mask True marks the heads you KEEP; your mask marks the ones you switched off"))
     if key not in good:
-        hint(msg("with only {names} the accuracy is {accuracy:.3f}, below {threshold:g}: that set is not enough",
-                 names=_names(mask), accuracy=accuracies[key], threshold=threshold))
+        below = msg("with only {names} the accuracy is {accuracy:.3f}, below {threshold:g}", names=_names(mask),
+                    accuracy=accuracies[key], threshold=threshold)
+        right = {reading for reading in good if sum(reading) == fewest}
+        if mask.shape[0] == mask.shape[1] and tuple(mask.T.flatten().tolist()) in right:
+            hint(msg("{below}; your mask's transpose would be right: rows are layers and columns heads", below=below))
+        if tuple(not k for k in key) in right:  # a set meant to keep, or the switched-off heads: both read so
+            hint(msg("{below}; if your mask marks the heads you switch off, turn it around: in a head_mask True "
+                     "marks the heads you KEEP", below=below))
+        hint(msg("{below}: that set is not enough", below=below))
     fallback_hint(msg("these {count} heads reach {threshold:g}, but a smaller set does too: measure every subset of "
                       "the heads, not only one head at a time", count=sum(key), threshold=threshold))
 
