@@ -27,17 +27,36 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 INPUTS = {"00": ["weights", "tokens"], "01": ["a"], "02": ["X", "memory", "W_q", "W_k"]}  # what checks get
 
 
-def _run_student_copy(lesson: str, folder: Path) -> tuple[nbformat.NotebookNode, dict, Path]:
-    path = next(NOTEBOOKS.glob(f"{lesson}_*.ipynb"))
-    nb = nbformat.read(classroom.write_student_copies([path], folder).written[0], as_version=4)
-    for cell in nb.cells:  # start from nothing, so that every output below is fresh
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
-    names = ", ".join(f"{name!r}: {name}" for name in INPUTS[lesson])
-    nb.cells.append(nbformat.v4.new_code_cell(f"import torch as _torch\n_torch.save({{{names}}}, 'inputs.pt')"))
-    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(folder)}}).execute()
-    return nb, torch.load(folder / "inputs.pt"), path
+@pytest.fixture(scope="module")
+def student_runs(tmp_path_factory) -> dict[str, tuple[nbformat.NotebookNode, dict, Path]]:
+    """Each lesson's untouched student copy, written to a folder of its own and run there top to bottom, with the
+    tensors its checks get saved at the end. One kernel runs the three copies, one after the other, its namespace
+    cleared between them (``%reset -f``): a kernel start and its torch import cost seconds each."""
+    runner, owned = nbformat.v4.new_notebook(), []
+    folders, copies = {}, {}
+    for lesson in sorted(INPUTS):
+        path = next(NOTEBOOKS.glob(f"{lesson}_*.ipynb"))
+        folders[lesson] = tmp_path_factory.mktemp(f"student{lesson}")
+        nb = nbformat.read(classroom.write_student_copies([path], folders[lesson]).written[0], as_version=4)
+        for cell in nb.cells:  # start from nothing, so that every output below is fresh
+            if cell.cell_type == "code":
+                cell.outputs, cell.execution_count = [], None
+        names = ", ".join(f"{name!r}: {name}" for name in INPUTS[lesson])
+        nb.cells.append(nbformat.v4.new_code_cell(f"import torch as _torch\n_torch.save({{{names}}}, 'inputs.pt')"))
+        copies[lesson] = (nb, path)
+        runner.metadata = nb.metadata
+        runner.cells += [nbformat.v4.new_code_cell(f"%reset -f\n%cd {str(folders[lesson])!r}"), *nb.cells]
+        owned += [None] + [lesson] * len(nb.cells)
+    NotebookClient(runner, timeout=600, kernel_name="python3", allow_errors=True).execute()
+    ran: dict[str, list] = {lesson: [] for lesson in INPUTS}
+    for cell, lesson in zip(runner.cells, owned, strict=True):
+        if lesson is not None:
+            ran[lesson].append(cell)
+    runs = {}
+    for lesson, (nb, path) in copies.items():
+        nb.cells = ran[lesson]
+        runs[lesson] = (nb, torch.load(folders[lesson] / "inputs.pt"), path)
+    return runs
 
 
 def _assert_every_check_gives_one_line(nb: nbformat.NotebookNode, path: Path) -> None:
@@ -67,21 +86,21 @@ def _assert_right_verdicts(attempts, capsys) -> None:
         assert outcome.verdict(attempt) == "ok", f"{attempt.exercise} {attempt.label!r}: {outcome.text}"
 
 
-def test_lesson_00(tmp_path):
-    nb, inputs, path = _run_student_copy("00", tmp_path)
+def test_lesson_00(student_runs):
+    nb, inputs, path = student_runs["00"]
     _assert_every_check_gives_one_line(nb, path)
     assert inputs["tokens"] == answers00.LESSON_TOKENS
     torch.testing.assert_close(inputs["weights"], answers00.LESSON_WEIGHTS)  # the corpus tries the lesson's matrix
 
 
-def test_lesson_01(tmp_path):
-    nb, inputs, path = _run_student_copy("01", tmp_path)
+def test_lesson_01(student_runs):
+    nb, inputs, path = student_runs["01"]
     _assert_every_check_gives_one_line(nb, path)
     torch.testing.assert_close(inputs["a"], answers01.a)  # the corpus's a is the lesson's: it tries its numbers
 
 
-def test_lesson_02(tmp_path, capsys):
-    nb, inputs, path = _run_student_copy("02", tmp_path)
+def test_lesson_02(student_runs, capsys):
+    nb, inputs, path = student_runs["02"]
     _assert_every_check_gives_one_line(nb, path)
     for name in ("X", "W_q", "W_k"):
         torch.testing.assert_close(inputs[name], getattr(answers02, name), msg=name)
