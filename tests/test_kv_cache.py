@@ -141,7 +141,8 @@ def test_bad_inputs_name_the_cache_and_what_it_expects():
         al.KVCache(1, 1, 0, 4)
     with pytest.raises(TypeError, match=r"SlidingWindowKVCache\(\): window must be an int, got float 2.5"):
         al.SlidingWindowKVCache(1, 1, 2.5, 4)
-    with pytest.raises(TypeError, match=r"dtype must be a floating torch.dtype such as torch.float32, got torch.int64"):
+    with pytest.raises(TypeError, match=r"dtype must be a floating torch.dtype, got dtype torch.int64; pass "
+                                        r"dtype=torch.float32"):
         al.ConcatKVCache(1, 1, 4, dtype=torch.int64)
 
 

@@ -132,6 +132,8 @@ def from_torch_attn_mask(attn_mask: torch.Tensor, num_heads: int | None = None) 
     """
     fn = "from_torch_attn_mask"
     check_tensor(fn, "attn_mask", attn_mask)
+    if num_heads is not None:
+        check_positive_int(fn, "num_heads", num_heads)
     check_mask_dims(fn, "attn_mask", attn_mask, (2, 3), "(i, j) or (b*h, i, j) as nn.MultiheadAttention takes it")
     if attn_mask.is_floating_point():
         allowed = from_additive_mask(attn_mask)
@@ -139,7 +141,6 @@ def from_torch_attn_mask(attn_mask: torch.Tensor, num_heads: int | None = None) 
         check_bool_mask(fn, attn_mask, name="attn_mask")
         allowed = ~attn_mask
     if num_heads is not None and allowed.dim() == 3:
-        check_positive_int(fn, "num_heads", num_heads)
         if allowed.shape[0] % num_heads:
             fail(fn, f"the first dimension of a 3-D attn_mask is b*h and must be a multiple of "
                      f"num_heads={num_heads}, got shape {tuple(allowed.shape)}")
@@ -160,6 +161,8 @@ def to_torch_attn_mask(mask: torch.Tensor, num_heads: int | None = None) -> torc
     """
     fn = "to_torch_attn_mask"
     mask = check_bool_mask(fn, mask, dims=(2, 4), hint=" ((i, j) or (b, h, i, j))")
+    if num_heads is not None:
+        check_positive_int(fn, "num_heads", num_heads)
     if mask.dim() == 2:
         return ~mask
     if num_heads is None:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .._validation import check_bool, check_positive_int, fail
+from .._validation import check_bool, check_device, check_positive_int, fail
 from ._mask_checks import check_bool_mask
 
 __all__ = ["as_key_mask", "causal_mask", "combine_masks", "expand_mask", "padding_mask", "sliding_window_mask"]
@@ -41,6 +41,7 @@ def causal_mask(n_queries: int, n_keys: int | None = None, *, device: torch.devi
     if n_keys is None:
         n_keys = n_queries
     check_positive_int(fn, "n_keys", n_keys)
+    device = check_device(fn, "device", device)
     future = torch.ones(n_queries, n_keys, dtype=torch.bool, device=device).triu(diagonal=1)  # (i, j)
     return ~future
 
@@ -125,6 +126,7 @@ def sliding_window_mask(n: int, window: int, *, causal: bool = False,
     check_positive_int(fn, "n", n)
     check_positive_int(fn, "window", window)
     check_bool(fn, "causal", causal)
+    device = check_device(fn, "device", device)
     idx = torch.arange(n, device=device)
     offset = idx[:, None] - idx[None, :]  # (i, j): i - j, positive when the key is in the past
     allowed = offset.abs() < window  # (i, j)

@@ -30,12 +30,12 @@ from .._validation import (
     check_choice,
     check_heads_divide,
     check_kv_heads,
-    check_mask,
     check_positive_int,
     check_positive_ints,
     check_sequence_input,
     fail,
 )
+from ..core._mask_checks import check_mask
 from ..core.functional import scaled_dot_product_attention
 from ..core.masks import causal_mask
 from ..core.multihead import MultiHeadAttention
@@ -194,6 +194,7 @@ class GroupedQueryAttention(nn.Module):
 
         Shape: q_proj, k_proj, v_proj weights ``(e, e)`` each -> in_proj_weight ``(3e, e)``.
         """
+        check_bool("GroupedQueryAttention.to_torch", "batch_first", batch_first)
         if self.num_kv_heads != self.num_heads or self.rope:
             fail("GroupedQueryAttention.to_torch", f"nn.MultiheadAttention has a key/value head per query head and no "
                  f"rotary positions, got num_kv_heads={self.num_kv_heads} of num_heads={self.num_heads} and "

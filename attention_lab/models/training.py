@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from .._validation import check_choice, check_number, check_positive_int, fail
+from .._validation import check_choice, check_number, check_positive_int, check_seed, fail
 from .schedule import SCHEDULES, warmup_schedule
 from .tasks import IGNORE_INDEX, make_generator
 
@@ -192,7 +192,7 @@ def _check_train_arguments(model: object, task: object, *, steps: int, warmup_st
                  f"{type(task).__name__}", TypeError)
     check_positive_int(fn, "steps", steps, minimum=1)
     check_positive_int(fn, "warmup_steps", warmup_steps, minimum=0)
-    check_positive_int(fn, "seed", seed, minimum=0)
+    check_seed(fn, seed)
     check_positive_int(fn, "batch_size", batch_size, minimum=1)
     check_choice(fn, "schedule", schedule, SCHEDULES)
     if clip_grad_norm is None:
