@@ -224,7 +224,8 @@ def check_scale(fn: str, scale: object) -> float | None:
     if scale is None:
         return None
     if isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        fail(fn, f"scale must be a positive float or None, got {type(scale).__name__}", TypeError)
+        fail(fn, f"scale must be a positive float or None, got {type(scale).__name__}; pass a number > 0, or None "
+                 f"for 1/sqrt(d)", TypeError)
     return check_number(fn, "scale", scale, low=0, low_open=True, hint="leave it None for 1/sqrt(d)")
 
 

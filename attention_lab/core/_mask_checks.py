@@ -20,14 +20,16 @@ def check_bool_mask(fn: str, mask: object, *, dims: Sequence[int] | None = None,
                  f"convert other conventions with attention_lab.core.mask_conventions.from_*()", TypeError)
     if dims is not None and mask.dim() not in dims:
         want = " or ".join(f"{d}-D" for d in dims)
-        fail(fn, f"{name} must be {want}{hint}, got a {mask.dim()}-D tensor of shape {tuple(mask.shape)}")
+        fail(fn, f"{name} must be {want}{hint}, got a {mask.dim()}-D tensor of shape {tuple(mask.shape)}; reshape "
+                 f"it to {want}")
     return mask
 
 
 def check_mask_dims(fn: str, name: str, mask: torch.Tensor, dims: Sequence[int], hint: str) -> None:
     if mask.dim() not in dims:
         want = " or ".join(f"{d}-D" for d in dims)
-        fail(fn, f"{name} must be {want} {hint}, got a {mask.dim()}-D tensor of shape {tuple(mask.shape)}")
+        fail(fn, f"{name} must be {want} {hint}, got a {mask.dim()}-D tensor of shape {tuple(mask.shape)}; reshape "
+                 f"it to {want}")
 
 
 def check_mask(fn: str, mask: object, target: torch.Size | tuple[int, ...], *, allow_float: bool,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from .._validation import check_positive_int, check_tensor, fail
+from .._validation import check_float_dtype, check_positive_int, check_tensor, fail
 from ._mask_checks import check_bool_mask, check_mask_dims
 
 __all__ = [
@@ -48,8 +48,7 @@ def to_additive_mask(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> 
     """
     fn = "to_additive_mask"
     mask = check_bool_mask(fn, mask)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        fail(fn, f"dtype must be a floating torch.dtype, got {dtype!r}", TypeError)
+    check_float_dtype(fn, "dtype", dtype)
     zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return zeros.masked_fill(~mask, float("-inf"))
 

@@ -62,8 +62,8 @@ def padding_mask(lengths: torch.Tensor | Sequence[int], max_len: int | None = No
     fn = "padding_mask"
     if not isinstance(lengths, torch.Tensor):
         if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Sequence):
-            fail(fn, f"lengths must be a 1-D integer tensor or a list of ints, got {type(lengths).__name__}",
-                 TypeError)
+            fail(fn, f"lengths must be a 1-D integer tensor or a list of ints, got {type(lengths).__name__}; pass "
+                     f"e.g. [3, 5] or torch.tensor([3, 5])", TypeError)
         bad = [x for x in lengths if isinstance(x, bool) or not isinstance(x, int)]
         if bad:
             fail(fn, f"lengths must be whole numbers of tokens (ints), got {list(lengths)}; "
@@ -76,7 +76,7 @@ def padding_mask(lengths: torch.Tensor | Sequence[int], max_len: int | None = No
         fail(fn, f"lengths must be 1-D (one length per sequence, shape (b,)), got shape "
                  f"{tuple(lengths.shape)}")
     if (lengths < 0).any():
-        fail(fn, f"lengths must be >= 0, got lengths={lengths.tolist()}")
+        fail(fn, f"lengths must be >= 0, got lengths={lengths.tolist()}; give each sequence's count of real tokens")
     longest = int(lengths.max()) if lengths.numel() else 0
     if max_len is None:
         max_len = longest
@@ -166,7 +166,7 @@ def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
     try:
         torch.broadcast_shapes(*(m.shape for m in present))
     except RuntimeError:
-        fail(fn, f"the masks' shapes {[tuple(m.shape) for m in present]} do not broadcast together; give "
+        fail(fn, f"masks must broadcast together, got shapes {[tuple(m.shape) for m in present]}; give "
                  f"them shapes like (i, j), (b, 1, i, j) and (b, 1, 1, j)")
     result = present[0]
     for m in present[1:]:

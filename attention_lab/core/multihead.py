@@ -155,7 +155,8 @@ class MultiHeadAttention(nn.Module):
         """
         fn = "MultiHeadAttention.from_torch"
         if not isinstance(module, nn.MultiheadAttention):
-            fail(fn, f"expected a torch.nn.MultiheadAttention, got {type(module).__name__}", TypeError)
+            fail(fn, f"expected a torch.nn.MultiheadAttention, got {type(module).__name__}; pass the module itself",
+                 TypeError)
         if not module._qkv_same_embed_dim:
             fail(fn, f"expected kdim == vdim == embed_dim, got embed_dim={module.embed_dim}, "
                      f"kdim={module.kdim}, vdim={module.vdim}; this module projects keys and values from "

@@ -240,8 +240,9 @@ class LinearAttentionState:
         if self.state is None:
             state, z = v.new_zeros(sizes), v.new_zeros(sizes[:-1])  # S (b, h, m, dv), z (b, h, m)
         elif self.state.shape != sizes or self.state.dtype != v.dtype:
-            fail(fn, f"the state holds S of shape {tuple(self.state.shape)} ({self.state.dtype}), these inputs need "
-                     f"{sizes} ({v.dtype}); use a new LinearAttentionState for another batch, layer or dtype")
+            fail(fn, f"inputs must match the state's S of shape {tuple(self.state.shape)} ({self.state.dtype}), got "
+                     f"inputs that need {sizes} ({v.dtype}); use a new LinearAttentionState for another batch, layer "
+                     f"or dtype")
         else:
             state, z = self.state, self.z
         a = (phi_q @ phi_k.transpose(-2, -1)) * causal_mask(q.shape[-2], device=q.device)  # (b, h, t, t)

@@ -98,15 +98,15 @@ class _Cache:
         lengths = {name: x.shape[axis] for name, x in tensors.items()}
         if len(set(lengths.values())) > 1:
             fail(fn, f"{' and '.join(lengths)} must hold the same number of positions t, got "
-                     f"{', '.join(f'{name} {tuple(x.shape)}' for name, x in tensors.items())}")
+                     f"{', '.join(f'{name} {tuple(x.shape)}' for name, x in tensors.items())}; give one per position")
         return next(iter(lengths.values()))
 
     def _check_room(self, fn: str, t: int, max_len: int) -> int:
         """The end of t more positions in a buffer of ``max_len``; a full buffer is an error that names the fix."""
         end = self._seen + t
         if end > max_len:
-            fail(fn, f"the cache is full: it holds {self._seen} of max_len={max_len} positions and cannot take t={t} "
-                     f"more; build it with max_len >= {end} or reset() it")
+            fail(fn, f"the cache must have room for t={t} more positions, got a cache holding {self._seen} of "
+                     f"max_len={max_len}; build it with max_len >= {end} or reset() it")
         return end
 
     def _check_crop(self, length: int) -> int:
