@@ -3,8 +3,9 @@
 Each helper raises ``TypeError`` (wrong kind of object or dtype) or ``ValueError`` (wrong value or shape) with a
 message of the form ``"<function>(): expected ..., got ...; <how to fix>"``, so a learner sees which call failed,
 what it wanted and what it was given. No ``assert`` here: asserts vanish under ``python -O``. Every check a module
-needs more than once lives here (a flag, an int, a number in a range, one of a few choices, tensors and masks);
-a check that only one function needs stays in that function, written with :func:`fail`.
+needs more than once lives here (a flag, an int, a seed, a number in a range, one of a few choices, a floating dtype,
+a device this machine has, tensors); a check that only one function needs stays in that function, written with
+:func:`fail`. The mask checks live beside the masks, in ``core/_mask_checks.py``.
 """
 
 from __future__ import annotations
