@@ -3,8 +3,9 @@
 Each helper raises ``TypeError`` (wrong kind of object or dtype) or ``ValueError`` (wrong value or shape) with a
 message of the form ``"<function>(): expected ..., got ...; <how to fix>"``, so a learner sees which call failed,
 what it wanted and what it was given. No ``assert`` here: asserts vanish under ``python -O``. Every check a module
-needs more than once lives here (a flag, an int, a number in a range, one of a few choices, tensors and masks);
-a check that only one function needs stays in that function, written with :func:`fail`.
+needs more than once lives here (a flag, an int, a seed, a number in a range, one of a few choices, a floating dtype,
+a device this machine has, tensors); a check that only one function needs stays in that function, written with
+:func:`fail`. The mask checks live beside the masks, in ``core/_mask_checks.py``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def fail(fn: str, message: str, error: type[Exception] = ValueError) -> NoReturn
 def check_bool(fn: str, name: str, value: object) -> bool:
     """``True`` or ``False`` itself (not 0/1, not None: a flag given by mistake would be read as its truth)."""
     if not isinstance(value, bool):
-        fail(fn, f"{name} must be True or False, got {type(value).__name__} {value!r}", TypeError)
+        fail(fn, f"{name} must be True or False, got {type(value).__name__} {value!r}; pass {name}=True or "
+                 f"{name}=False", TypeError)
     return value
 
 
@@ -41,7 +43,8 @@ def check_number(fn: str, name: str, value: object, *, low: float | None = None,
     """
     kind = f"a finite number of {unit}" if unit else "a finite number"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        fail(fn, f"{name} must be {kind}, got {type(value).__name__} {value!r}", TypeError)
+        fail(fn, f"{name} must be {kind}, got {type(value).__name__} {value!r}; pass a Python int or float"
+                 + (f" ({hint})" if hint else ""), TypeError)
     too_low = low is not None and (value <= low if low_open else value < low)
     too_high = high is not None and (value >= high if high_open else value > high)
     if not math.isfinite(value) or too_low or too_high:
@@ -51,24 +54,27 @@ def check_number(fn: str, name: str, value: object, *, low: float | None = None,
             bounds = f"{'>' if low_open else '>='} {low}"
         else:
             bounds = f"{'<' if high_open else '<='} {high}" if high is not None else ""
-        fail(fn, f"{name} must be {kind} {bounds}".rstrip() + f", got {name}={value!r}" + (f"; {hint}" if hint else ""))
+        fail(fn, f"{name} must be {kind} {bounds}".rstrip() + f", got {name}={value!r}; "
+                 + (hint or f"pass a finite {name} {bounds}".rstrip()))
     return float(value)
 
 
 def check_choice(fn: str, name: str, value: object, choices: Sequence[Choice], *, hint: str = "") -> Choice:
     """One of ``choices`` (compared with ``==``)."""
     if value not in choices:
-        fail(fn, f"{name} must be one of {', '.join(repr(c) for c in choices)}, got {name}={value!r}"
-                 + (f"; {hint}" if hint else ""))
+        fail(fn, f"{name} must be one of {', '.join(repr(c) for c in choices)}, got {name}={value!r}; "
+                 + (hint or f"pass one of these, e.g. {name}={choices[0]!r}"))
     return value
 
 
 def check_tensor(fn: str, name: str, x: object, *, min_dim: int = 0, floating: bool = False) -> torch.Tensor:
     """A tensor with at least ``min_dim`` dimensions (and a floating dtype if asked)."""
     if not isinstance(x, torch.Tensor):
-        fail(fn, f"{name} must be a torch.Tensor, got {type(x).__name__}", TypeError)
+        fail(fn, f"{name} must be a torch.Tensor, got {type(x).__name__}; convert it with torch.as_tensor({name})",
+             TypeError)
     if x.dim() < min_dim:
-        fail(fn, f"{name} must have at least {min_dim} dimensions, got shape {tuple(x.shape)}")
+        fail(fn, f"{name} must have at least {min_dim} dimensions, got shape {tuple(x.shape)}; add the missing "
+                 f"axes with {name}.unsqueeze(0) or {name}.reshape(...)")
     if floating and not x.is_floating_point():
         fail(fn, f"{name} must have a floating dtype, got {x.dtype}; convert it with {name}.float()", TypeError)
     return x
@@ -89,10 +95,64 @@ def check_token_ids(fn: str, name: str, tokens: torch.Tensor, vocab_size: int) -
 def check_positive_int(fn: str, name: str, value: object, *, minimum: int = 1) -> int:
     """An ``int`` (bools and floats refused) that is at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int):
-        fail(fn, f"{name} must be an int, got {type(value).__name__} {value!r}", TypeError)
+        fail(fn, f"{name} must be an int, got {type(value).__name__} {value!r}; pass a whole number such as "
+                 f"{name}={max(minimum, 1)}", TypeError)
     if value < minimum:
-        fail(fn, f"{name} must be >= {minimum}, got {name}={value}")
+        fail(fn, f"{name} must be >= {minimum}, got {name}={value}; pass {name}={minimum} or more")
     return value
+
+
+SEED_MAX = 2**64 - 1
+"""The largest seed a torch generator takes (64 bits)."""
+
+
+def check_seed(fn: str, seed: object) -> int:
+    """A random seed: an ``int`` in ``[0, 2**64 - 1]``, what ``torch.Generator.manual_seed`` takes."""
+    check_positive_int(fn, "seed", seed, minimum=0)
+    if seed > SEED_MAX:
+        fail(fn, f"seed must be at most 2**64 - 1 (a torch generator's seed has 64 bits), got seed={seed}; pass a "
+                 f"smaller seed, e.g. seed % 2**64")
+    return seed
+
+
+def check_float_dtype(fn: str, name: str, dtype: object) -> torch.dtype:
+    """A floating ``torch.dtype`` (float32, float64, float16, bfloat16): what weights, caches and features hold."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        fail(fn, f"{name} must be a floating torch.dtype, got {type(dtype).__name__} {dtype!r}; pass "
+                 f"{name}=torch.float32 (or torch.float64, torch.float16, torch.bfloat16)", TypeError)
+    return dtype
+
+
+def available_devices() -> list[str]:
+    """The device types this machine can put a tensor on: always ``"cpu"``, then ``"cuda"`` and ``"mps"`` if present."""
+    found = ["cpu"]
+    if torch.cuda.is_available():
+        found.append("cuda")
+    if torch.backends.mps.is_available():
+        found.append("mps")
+    return found
+
+
+def check_device(fn: str, name: str, device: object) -> torch.device | None:
+    """``None`` (the default device) or a device this machine has, as a ``torch.device`` or a string (``"cpu"``,
+    ``"cuda:0"``); ``"gpu"`` and a device this build of torch cannot reach are refused, naming the devices here."""
+    if device is None:
+        return None
+    here = available_devices()
+    fix = f"pass one of {', '.join(repr(d) for d in here)}, or attention_lab.device() for the best one here"
+    if not isinstance(device, (str, torch.device)):
+        fail(fn, f"{name} must be a torch.device or a device string, got {type(device).__name__} {device!r}; {fix}",
+             TypeError)
+    try:
+        parsed = torch.device(device)
+    except RuntimeError:
+        fail(fn, f"{name} must be a device string such as 'cpu' or 'cuda:0', got {device!r}; {fix}")
+    if parsed.type == "meta":  # shapes without data: every build of torch has it
+        return parsed
+    count = torch.cuda.device_count() if parsed.type == "cuda" else 1
+    if parsed.type not in here or (parsed.index or 0) >= count:
+        fail(fn, f"{name} must be a device this machine has ({', '.join(here)}), got {device!r}; {fix}")
+    return parsed
 
 
 def check_positive_ints(fn: str, *, minimum: int = 1, **values: object) -> None:
@@ -165,7 +225,8 @@ def check_scale(fn: str, scale: object) -> float | None:
     if scale is None:
         return None
     if isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        fail(fn, f"scale must be a positive float or None, got {type(scale).__name__}", TypeError)
+        fail(fn, f"scale must be a positive float or None, got {type(scale).__name__}; pass a number > 0, or None "
+                 f"for 1/sqrt(d)", TypeError)
     return check_number(fn, "scale", scale, low=0, low_open=True, hint="leave it None for 1/sqrt(d)")
 
 
@@ -209,29 +270,3 @@ def _check_attention_inputs(fn: str, tensors: dict[str, torch.Tensor]) -> None:
         given = " and ".join(f"{name} {tuple(x.shape)}" for name, x in tensors.items())
         fail(fn, f"the leading (batch, head) dimensions of {given} do not broadcast; expected shapes (..., i, d), "
                  f"(..., j, d) and (..., j, dv) with matching '...'")
-
-
-def check_mask(fn: str, mask: object, target: torch.Size | tuple[int, ...], *, allow_float: bool,
-               like: torch.Tensor) -> torch.Tensor:
-    """A bool mask (True = may attend), or an additive float mask if ``allow_float``, broadcastable to ``target``."""
-    if not isinstance(mask, torch.Tensor):
-        fail(fn, f"mask must be a torch.Tensor, got {type(mask).__name__}", TypeError)
-    if mask.dtype != torch.bool:
-        if not mask.is_floating_point():
-            fail(fn, f"mask must be bool (True = may attend), got dtype {mask.dtype}; an integer 0/1 mask is "
-                     f"ambiguous between conventions: convert it with mask.bool() if 1 means 'may attend'",
-                 TypeError)
-        if not allow_float:
-            fail(fn, f"mask must be bool (True = may attend), got dtype {mask.dtype}; add a float mask to the "
-                     f"scores instead", TypeError)
-    if mask.device != like.device:
-        fail(fn, f"mask must be on the same device as the scores, got {mask.device} and {like.device}")
-    target = tuple(target)
-    try:
-        ok = torch.broadcast_shapes(mask.shape, target) == torch.Size(target)
-    except RuntimeError:
-        ok = False
-    if not ok:
-        fail(fn, f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape {target} "
-                 f"(..., i, j); give it shape (i, j), (b, 1, i, j) or (b, 1, 1, j) for a key-padding mask")
-    return mask

@@ -31,6 +31,16 @@ def attention_rollout(attention: torch.Tensor, *, residual: float = 0.5) -> torc
         fail(fn, f"attention must have shape (layers, b, h, i, j) with i == j (self-attention), got shape "
                  f"{tuple(attention.shape)}; take it from model(tokens, return_attention=True)")
     check_number(fn, "residual", residual, low=0, high=1, hint="it is the share of the residual path")
+    if attention.shape[0] == 0:
+        fail(fn, f"attention must hold at least one layer, got shape {tuple(attention.shape)} (0 layers); pass the "
+                 f"weights of every layer, from model(tokens, return_attention=True)")
+    sums = attention.sum(dim=-1)  # (layers, b, h, i): 1 for a row of weights, 0 for a row with no allowed key
+    rows_ok = torch.isclose(sums, torch.ones_like(sums), atol=1e-3) | (sums == 0)
+    if bool((attention < 0).any()) or not bool(rows_ok.all()):
+        fail(fn, f"attention must hold softmax weights (each row >= 0, summing to 1), got values from "
+                 f"{float(attention.min()):.3g} to {float(attention.max()):.3g} and row sums from "
+                 f"{float(sums.min()):.3g} to {float(sums.max()):.3g}; pass the weights, not the scores "
+                 f"(softmax(scores, dim=-1))")
     n = attention.shape[-1]
     eye = torch.eye(n, dtype=attention.dtype, device=attention.device)
     mixed = residual * eye + (1 - residual) * attention.mean(dim=2)  # (layers, b, i, j)

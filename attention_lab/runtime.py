@@ -9,7 +9,7 @@ import sys
 
 import torch
 
-from ._validation import check_positive_int
+from ._validation import check_seed
 
 __all__ = ["device", "seed_everything", "environment", "machine_label"]
 
@@ -26,7 +26,7 @@ def device() -> torch.device:
 
 def seed_everything(seed: int) -> None:
     """Seed Python's, NumPy's (when installed) and PyTorch's generators (CPU and every GPU) with ``seed``."""
-    check_positive_int("seed_everything", "seed", seed, minimum=0)
+    check_seed("seed_everything", seed)
     random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device
     try:

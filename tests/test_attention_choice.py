@@ -105,7 +105,8 @@ def test_options_reach_the_attention():
     (lambda: TinyTransformer(TransformerConfig(vocab_size=10, max_len=8, d_model=16, num_heads=2, num_layers=1,
                                                causal=True, attention="cluster")), ValueError,
      r"attention='cluster' has no causal form"),
-    (lambda: attention_spec("linear", rank=3), TypeError, r"attention 'linear' takes the options \['feature_map'\]"),
+    (lambda: attention_spec("linear", rank=3), TypeError,
+     r"options must be among those attention 'linear' takes, \['feature_map'\]"),
     (lambda: attention_spec("performer", num_features=0), ValueError, r"num_features must be >= 1"),
     (lambda: attention_spec("tree"), ValueError, r"attention_spec\(\): name must be one of"),
     (lambda: TinyTransformer(TransformerConfig(vocab_size=10, max_len=8, d_model=16, num_heads=2, num_layers=1,
@@ -156,7 +157,8 @@ def test_every_entry_of_the_table_runs_decodes_and_refuses_what_it_does_not_supp
             with pytest.raises(ValueError, match=rf"attention='{name}' computes no i x j weights"):
                 model(tokens, return_attention=True)
         if entry.cache is None:
-            with pytest.raises(ValueError, match=r"TinyTransformer.new_caches\(\): .* keeps no cache"):
+            with pytest.raises(ValueError, match=r"TinyTransformer.new_caches\(\): the model must keep a cache .*, got "
+                                                 r"(attention=|an encoder)"):
                 model.new_caches(2, 12)
             return
         caches = model.new_caches(2, 12)

@@ -248,7 +248,8 @@ def test_integer_inputs():
 
 
 def test_mask_not_broadcastable():
-    with pytest.raises(ValueError, match=r"mask of shape \(4, 6\) does not broadcast to the scores' shape \(3, 6\)"):
+    with pytest.raises(ValueError, match=r"mask must broadcast to the scores' shape \(3, 6\) \(..., i, j\), got "
+                                         r"shape \(4, 6\)"):
         al.scaled_dot_product_attention(rand(3, 4), rand(6, 4), rand(6, 4), torch.ones(4, 6, dtype=torch.bool))
 
 

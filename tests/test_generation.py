@@ -251,7 +251,8 @@ def test_model_options_and_bad_generation_inputs_get_clear_errors():
         TransformerConfig(**{**sizes, "d_model": 12}, attention=attention_spec("softmax", positions="rope"))
     with pytest.raises(TypeError, match=r"num_kv_heads must be an int, got float 2.0"):
         attention_spec("softmax", num_kv_heads=2.0)
-    with pytest.raises(TypeError, match=r"attention 'linear' takes the options \['feature_map'\], got \['positions'\]"):
+    with pytest.raises(TypeError, match=r"options must be among those attention 'linear' takes, \['feature_map'\], got "
+                                        r"\['positions'\]; "):
         attention_spec("linear", positions="rope")  # rotary positions and shared heads belong to softmax attention
     with pytest.raises(TypeError, match=r"TinyTransformer\(\): expected a TransformerConfig, got int"):
         TinyTransformer(10)
@@ -259,12 +260,14 @@ def test_model_options_and_bad_generation_inputs_get_clear_errors():
     with pytest.raises(ValueError, match=r"TinyTransformer.generate\(\): the model must be a decoder, built with "
                                          r"causal=True"):
         encoder.generate(torch.tensor([[1, 2]]), 3)
-    with pytest.raises(ValueError, match=r"TinyTransformer.new_caches\(\): an encoder \(causal=False\) keeps no cache"):
+    with pytest.raises(ValueError, match=r"TinyTransformer.new_caches\(\): the model must keep a cache .*, got an "
+                                         r"encoder \(causal=False\); "):
         encoder.new_caches(1, 8)
-    with pytest.raises(ValueError, match=r"TinyTransformer.forward\(\): an encoder \(causal=False\) keeps no cache"):
+    with pytest.raises(ValueError, match=r"TinyTransformer.forward\(\): the model must keep a cache .*, got an "
+                                         r"encoder \(causal=False\); "):
         encoder(torch.tensor([[1, 2]]), caches=[al.KVCache(1, 4, 8, 4)])
-    with pytest.raises(ValueError, match=r"GroupedQueryAttention.forward\(\): an encoder's attention \(causal=False\) "
-                                         r"takes no cache"):
+    with pytest.raises(ValueError, match=r"GroupedQueryAttention.forward\(\): cache must be None for an encoder's "
+                                         r"attention .*, got a cache with causal=False; "):
         encoder.layers[0].attn(torch.randn(1, 2, 16), cache=al.KVCache(1, 4, 8, 4))
     model = TinyTransformer(TransformerConfig(vocab_size=10, max_len=8, d_model=16, num_heads=4, num_layers=1,
                                               causal=True))
@@ -326,7 +329,8 @@ def test_a_model_whose_attention_keeps_no_cache_decodes_by_recomputation():
     with pytest.raises(ValueError, match=r"^decode\(\): attention='performer' keeps no cache, got "
                                          r"cache='preallocated'; decode it with cache='none'"):
         decode(model, prompt, 3)
-    with pytest.raises(ValueError, match=r"TinyTransformer.forward\(\): attention='performer' keeps no cache"):
+    with pytest.raises(ValueError, match=r"TinyTransformer.forward\(\): the model must keep a cache .*, got "
+                                         r"attention='performer'; "):
         model(prompt, caches=[None, None])
 
 

@@ -217,9 +217,11 @@ def test_bad_inputs_name_both_values_and_the_valid_choices():
     with pytest.raises(ValueError, match=r"GroupedQueryAttention.new_cache\(\): window= is needed with kind='sliding' "
                                          r"and only then, got kind='preallocated' and window=3"):
         layer.new_cache(2, 4, window=3)
-    with pytest.raises(ValueError, match=r"GroupedQueryAttention.new_cache\(\): an encoder's attention"):
+    with pytest.raises(ValueError, match=r"GroupedQueryAttention.new_cache\(\): the layer must be causal to keep a "
+                                         r"cache .*, got causal=False; "):
         al.GroupedQueryAttention(16, 4, 2, causal=False).new_cache(2, 4)
-    with pytest.raises(ValueError, match=r"the cache is full: it holds 2 of max_len=4 positions and cannot take t=3"):
+    with pytest.raises(ValueError, match=r"^GroupedQueryAttention.forward\(\): the cache must have room for t=3 more "
+                                         r"positions, got a cache holding 2 of max_len=4"):
         cache = layer.new_cache(2, 4)
         layer(x[:, :2], cache=cache)
         layer(x, cache=cache)

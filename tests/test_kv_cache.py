@@ -39,8 +39,8 @@ def test_kvcache_nbytes_reset_crop_and_overflow():
     cache.reset()
     assert len(cache) == 0 and cache.nbytes == 2 * B * H * 6 * D * 8
     cache.append(*kv(6, torch.float64))
-    with pytest.raises(ValueError, match=r"KVCache.append\(\): the cache is full: it holds 6 of max_len=6 positions "
-                                         r"and cannot take t=1 more; build it with max_len >= 7 or reset\(\) it"):
+    with pytest.raises(ValueError, match=r"KVCache.append\(\): the cache must have room for t=1 more positions, got "
+                                         r"a cache holding 6 of max_len=6; build it with max_len >= 7 or reset\(\) it"):
         cache.append(*kv(1, torch.float64))
     with pytest.raises(ValueError, match=r"length must be at most len\(cache\)=6, got length=7"):
         cache.crop(7)
@@ -111,7 +111,8 @@ def test_latent_cache_holds_batch_times_max_len_times_latent_dim_values():
     cache.reset()
     assert len(cache) == 0
     cache.append(torch.randn(3, 10, 6))
-    with pytest.raises(ValueError, match=r"the cache is full: it holds 10 of max_len=10.*max_len >= 11"):
+    with pytest.raises(ValueError, match=r"the cache must have room for t=1 more positions, got a cache holding 10 of "
+                                         r"max_len=10.*max_len >= 11"):
         cache.append(torch.randn(3, 1, 6))
     with pytest.raises(ValueError, match=r"c must have shape \(b, t, latent_dim\) = \(3, t, 6\) \(the cache was built "
                                          r"with batch_size=3, latent_dim=6\), got shape \(3, 1, 5\)"):
@@ -141,7 +142,8 @@ def test_bad_inputs_name_the_cache_and_what_it_expects():
         al.KVCache(1, 1, 0, 4)
     with pytest.raises(TypeError, match=r"SlidingWindowKVCache\(\): window must be an int, got float 2.5"):
         al.SlidingWindowKVCache(1, 1, 2.5, 4)
-    with pytest.raises(TypeError, match=r"dtype must be a floating torch.dtype such as torch.float32, got torch.int64"):
+    with pytest.raises(TypeError, match=r"dtype must be a floating torch.dtype, got dtype torch.int64; pass "
+                                        r"dtype=torch.float32"):
         al.ConcatKVCache(1, 1, 4, dtype=torch.int64)
 
 

@@ -419,8 +419,8 @@ def test_combine_masks():
     both = al.combine_masks(c, None, p)
     assert both.shape == (2, 1, 3, 3)
     assert torch.equal(both, c & p)
-    with pytest.raises(ValueError, match="combine_masks\\(\\): the masks' shapes \\[\\(3, 3\\), \\(4, 4\\)\\] do "
-                                         "not broadcast"):
+    with pytest.raises(ValueError, match="combine_masks\\(\\): masks must broadcast together, got shapes "
+                                         "\\[\\(3, 3\\), \\(4, 4\\)\\]; "):
         al.combine_masks(c, al.causal_mask(4))
     with pytest.raises(TypeError, match="masks\\[1\\] must be a bool"):
         al.combine_masks(c, c.float())

@@ -202,7 +202,8 @@ def test_measure_rejects_bad_input(fn, kwargs, error, match):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error a CPU-only machine gives")
 def test_asking_for_cuda_without_cuda_is_a_clear_error():
-    with pytest.raises(ValueError, match="CUDA is not available"):
+    with pytest.raises(ValueError, match=r"^measure_peak_memory\(\): device must be a device this machine has \(cpu\), "
+                                         r"got 'cuda'; pass one of 'cpu'"):
         measure_peak_memory(lambda: 0, device="cuda")
     with pytest.raises(ValueError, match="CUDA is not available"):
         memory_report("cuda")

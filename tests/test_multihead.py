@@ -358,8 +358,8 @@ def test_bad_inputs_get_clear_errors():
 def test_bad_masks_get_clear_errors():
     ours = MultiHeadAttention(8, 2)
     x = torch.randn(2, 3, 8)
-    with pytest.raises(ValueError, match=r"mask of shape \(3, 4\) does not broadcast to the scores' shape "
-                                         r"\(2, 2, 3, 3\)"):
+    with pytest.raises(ValueError, match=r"mask must broadcast to the scores' shape \(2, 2, 3, 3\) \(..., i, j\), "
+                                         r"got shape \(3, 4\)"):
         ours(x, mask=torch.ones(3, 4, dtype=torch.bool))
     with pytest.raises(TypeError, match=r"mask must be bool \(True = may attend\), got dtype torch.int64"):
         ours(x, mask=torch.ones(3, 3, dtype=torch.long))

@@ -16,8 +16,9 @@ def sdpa_with_dropout(p):
     return al.scaled_dot_product_attention(q, q, q, dropout_p=p)
 
 
-def test_an_error_names_the_function_what_it_expected_and_what_it_got():
-    with pytest.raises(ValueError, match=r"^causal_mask\(\): n_queries must be >= 1, got n_queries=0$"):
+def test_an_error_names_the_function_what_it_expected_what_it_got_and_a_fix():
+    with pytest.raises(ValueError, match=r"^causal_mask\(\): n_queries must be >= 1, got n_queries=0; pass "
+                                         r"n_queries=1 or more$"):
         al.causal_mask(0)
 
 
@@ -34,7 +35,7 @@ def test_a_flag_is_read_as_given():
 
 @pytest.mark.parametrize("call,match", [
     (lambda: compare({"a": lambda: None}, min_time=0),
-     r"^compare\(\): min_time must be a finite number of seconds > 0, got min_time=0$"),
+     r"^compare\(\): min_time must be a finite number of seconds > 0, got min_time=0; pass a finite min_time > 0$"),
     (lambda: al.sinusoidal_positions(4, 4, base=1),
      r"^sinusoidal_positions\(\): base must be a finite number > 1, got base=1; the paper uses 10000$"),
     (lambda: sdpa_with_dropout(1.0),

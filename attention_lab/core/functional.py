@@ -17,16 +17,28 @@ import torch.nn.functional as F
 
 from .._validation import (
     LOW_PRECISION,
-    check_mask,
     check_number,
+    check_positive_int,
     check_qk,
     check_qkv,
     check_scale,
     check_tensor,
     fail,
 )
+from ._mask_checks import check_mask
 
 __all__ = ["attention_scores", "masked_softmax", "scaled_dot_product_attention"]
+
+
+def _empty_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor | None:
+    """The result of any attention when q, k or v is empty (batch 0, no query or no key), else None: a sum over no
+    keys is 0, as in SDPA. ``(q @ k^T) @ v`` gives the broadcast shape and keeps the result in autograd.
+
+    Shape: q ``(..., i, d)``, k ``(..., j, d)``, v ``(..., j, dv)`` -> ``(..., i, dv)`` or None.
+    """
+    if q.numel() and k.numel() and v.numel():
+        return None
+    return (q @ k.transpose(-2, -1)) @ v  # (..., i, j) @ (..., j, dv) -> (..., i, dv)
 
 
 def attention_scores(q: torch.Tensor, k: torch.Tensor, *, scale: float | None = None) -> torch.Tensor:
@@ -58,9 +70,10 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, dim: 
     """
     fn = "masked_softmax"
     check_tensor(fn, "scores", scores, min_dim=1, floating=True)
-    if not -scores.dim() <= dim < scores.dim():
+    check_positive_int(fn, "dim", dim, minimum=-scores.dim())
+    if dim >= scores.dim():
         fail(fn, f"dim must be in [{-scores.dim()}, {scores.dim() - 1}] for scores of shape "
-                 f"{tuple(scores.shape)}, got dim={dim}")
+                 f"{tuple(scores.shape)}, got dim={dim}; the keys' axis is dim=-1")
     work = scores.float() if scores.dtype in LOW_PRECISION else scores
     if mask is not None:
         check_mask(fn, mask, scores.shape, allow_float=False, like=scores)

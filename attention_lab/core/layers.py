@@ -63,6 +63,7 @@ class SelfAttention(nn.Module):
         Shape: x ``(b, n, e)``, mask broadcastable to ``(b, i, j)`` -> output ``(b, i, e)``,
             weights ``(b, i, j)`` or ``None``.
         """
+        check_bool("SelfAttention.forward", "need_weights", need_weights)
         q, k, v = self.project(x)  # (b, n, e) each
         if mask is not None:
             mask = self._as_4d(mask, x)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from .._validation import check_positive_int, check_tensor, fail
+from .._validation import check_float_dtype, check_positive_int, check_tensor, fail
 from ._mask_checks import check_bool_mask, check_mask_dims
 
 __all__ = [
@@ -48,8 +48,7 @@ def to_additive_mask(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> 
     """
     fn = "to_additive_mask"
     mask = check_bool_mask(fn, mask)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        fail(fn, f"dtype must be a floating torch.dtype, got {dtype!r}", TypeError)
+    check_float_dtype(fn, "dtype", dtype)
     zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return zeros.masked_fill(~mask, float("-inf"))
 
@@ -132,6 +131,8 @@ def from_torch_attn_mask(attn_mask: torch.Tensor, num_heads: int | None = None) 
     """
     fn = "from_torch_attn_mask"
     check_tensor(fn, "attn_mask", attn_mask)
+    if num_heads is not None:
+        check_positive_int(fn, "num_heads", num_heads)
     check_mask_dims(fn, "attn_mask", attn_mask, (2, 3), "(i, j) or (b*h, i, j) as nn.MultiheadAttention takes it")
     if attn_mask.is_floating_point():
         allowed = from_additive_mask(attn_mask)
@@ -139,7 +140,6 @@ def from_torch_attn_mask(attn_mask: torch.Tensor, num_heads: int | None = None) 
         check_bool_mask(fn, attn_mask, name="attn_mask")
         allowed = ~attn_mask
     if num_heads is not None and allowed.dim() == 3:
-        check_positive_int(fn, "num_heads", num_heads)
         if allowed.shape[0] % num_heads:
             fail(fn, f"the first dimension of a 3-D attn_mask is b*h and must be a multiple of "
                      f"num_heads={num_heads}, got shape {tuple(allowed.shape)}")
@@ -160,6 +160,8 @@ def to_torch_attn_mask(mask: torch.Tensor, num_heads: int | None = None) -> torc
     """
     fn = "to_torch_attn_mask"
     mask = check_bool_mask(fn, mask, dims=(2, 4), hint=" ((i, j) or (b, h, i, j))")
+    if num_heads is not None:
+        check_positive_int(fn, "num_heads", num_heads)
     if mask.dim() == 2:
         return ~mask
     if num_heads is None:

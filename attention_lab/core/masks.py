@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .._validation import check_bool, check_positive_int, fail
+from .._validation import check_bool, check_device, check_positive_int, fail
 from ._mask_checks import check_bool_mask
 
 __all__ = ["as_key_mask", "causal_mask", "combine_masks", "expand_mask", "padding_mask", "sliding_window_mask"]
@@ -41,6 +41,7 @@ def causal_mask(n_queries: int, n_keys: int | None = None, *, device: torch.devi
     if n_keys is None:
         n_keys = n_queries
     check_positive_int(fn, "n_keys", n_keys)
+    device = check_device(fn, "device", device)
     future = torch.ones(n_queries, n_keys, dtype=torch.bool, device=device).triu(diagonal=1)  # (i, j)
     return ~future
 
@@ -61,8 +62,8 @@ def padding_mask(lengths: torch.Tensor | Sequence[int], max_len: int | None = No
     fn = "padding_mask"
     if not isinstance(lengths, torch.Tensor):
         if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Sequence):
-            fail(fn, f"lengths must be a 1-D integer tensor or a list of ints, got {type(lengths).__name__}",
-                 TypeError)
+            fail(fn, f"lengths must be a 1-D integer tensor or a list of ints, got {type(lengths).__name__}; pass "
+                     f"e.g. [3, 5] or torch.tensor([3, 5])", TypeError)
         bad = [x for x in lengths if isinstance(x, bool) or not isinstance(x, int)]
         if bad:
             fail(fn, f"lengths must be whole numbers of tokens (ints), got {list(lengths)}; "
@@ -75,7 +76,7 @@ def padding_mask(lengths: torch.Tensor | Sequence[int], max_len: int | None = No
         fail(fn, f"lengths must be 1-D (one length per sequence, shape (b,)), got shape "
                  f"{tuple(lengths.shape)}")
     if (lengths < 0).any():
-        fail(fn, f"lengths must be >= 0, got lengths={lengths.tolist()}")
+        fail(fn, f"lengths must be >= 0, got lengths={lengths.tolist()}; give each sequence's count of real tokens")
     longest = int(lengths.max()) if lengths.numel() else 0
     if max_len is None:
         max_len = longest
@@ -125,6 +126,7 @@ def sliding_window_mask(n: int, window: int, *, causal: bool = False,
     check_positive_int(fn, "n", n)
     check_positive_int(fn, "window", window)
     check_bool(fn, "causal", causal)
+    device = check_device(fn, "device", device)
     idx = torch.arange(n, device=device)
     offset = idx[:, None] - idx[None, :]  # (i, j): i - j, positive when the key is in the past
     allowed = offset.abs() < window  # (i, j)
@@ -164,7 +166,7 @@ def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
     try:
         torch.broadcast_shapes(*(m.shape for m in present))
     except RuntimeError:
-        fail(fn, f"the masks' shapes {[tuple(m.shape) for m in present]} do not broadcast together; give "
+        fail(fn, f"masks must broadcast together, got shapes {[tuple(m.shape) for m in present]}; give "
                  f"them shapes like (i, j), (b, 1, i, j) and (b, 1, 1, j)")
     result = present[0]
     for m in present[1:]:

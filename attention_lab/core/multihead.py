@@ -19,11 +19,11 @@ from torch import nn
 from .._validation import (
     check_bool,
     check_heads_divide,
-    check_mask,
     check_positive_ints,
     check_sequence_input,
     fail,
 )
+from ._mask_checks import check_mask
 from .functional import scaled_dot_product_attention
 
 __all__ = ["MultiHeadAttention"]
@@ -113,6 +113,7 @@ class MultiHeadAttention(nn.Module):
         Shape: query ``(b, i, e)``, key and value ``(b, j, e)``, mask broadcastable to ``(b, h, i, j)``
             -> output ``(b, i, e)``, weights ``(b, h, i, j)`` or ``None``.
         """
+        check_bool("MultiHeadAttention.forward", "need_weights", need_weights)
         if key is None:
             key = query
         if value is None:
@@ -154,7 +155,8 @@ class MultiHeadAttention(nn.Module):
         """
         fn = "MultiHeadAttention.from_torch"
         if not isinstance(module, nn.MultiheadAttention):
-            fail(fn, f"expected a torch.nn.MultiheadAttention, got {type(module).__name__}", TypeError)
+            fail(fn, f"expected a torch.nn.MultiheadAttention, got {type(module).__name__}; pass the module itself",
+                 TypeError)
         if not module._qkv_same_embed_dim:
             fail(fn, f"expected kdim == vdim == embed_dim, got embed_dim={module.embed_dim}, "
                      f"kdim={module.kdim}, vdim={module.vdim}; this module projects keys and values from "
@@ -191,6 +193,7 @@ class MultiHeadAttention(nn.Module):
 
         Shape: q_proj, k_proj, v_proj weights ``(e, e)`` each -> in_proj_weight ``(3e, e)``.
         """
+        check_bool("MultiHeadAttention.to_torch", "batch_first", batch_first)
         weight = self.q_proj.weight
         module = nn.MultiheadAttention(self.embed_dim, self.num_heads, bias=self.bias,
                                        batch_first=batch_first, device=weight.device, dtype=weight.dtype)

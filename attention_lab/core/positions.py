@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .._validation import check_number, check_positive_int, fail
+from .._validation import check_device, check_float_dtype, check_number, check_positive_int
 
 __all__ = ["sinusoidal_positions"]
 
@@ -29,8 +29,8 @@ def sinusoidal_positions(n: int, d: int, *, base: float = 10000.0, dtype: torch.
     check_positive_int(fn, "n", n)
     check_positive_int(fn, "d", d)
     check_number(fn, "base", base, low=1, low_open=True, hint="the paper uses 10000")
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        fail(fn, f"dtype must be a floating torch.dtype, got {dtype!r}", TypeError)
+    check_float_dtype(fn, "dtype", dtype)
+    device = check_device(fn, "device", device)
     position = torch.arange(n, dtype=torch.float64, device=device)[:, None]  # (n, 1)
     pair = torch.arange(0, d, 2, dtype=torch.float64, device=device)  # 2m, (ceil(d/2),)
     angle = position * float(base) ** (-pair / d)  # (n, ceil(d/2))

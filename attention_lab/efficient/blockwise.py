@@ -38,6 +38,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from .._validation import LOW_PRECISION, check_bool, check_positive_int, check_qkv
+from ..core.functional import _empty_attention
 
 __all__ = ["blockwise_attention"]
 
@@ -204,10 +205,9 @@ def blockwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, bl
     check_qkv(fn, q, k, v)
     check_positive_int(fn, "block_size", block_size)
     check_bool(fn, "causal", causal)
-    if q.shape[-2] == 0 or k.shape[-2] == 0:
-        # No query or no key: no block to visit. A sum over no keys is 0 (as in SDPA); the empty weights keep the
-        # result connected to autograd (q's gradient is then 0).
-        return (q @ k.transpose(-2, -1)) @ v  # (..., i, j) @ (..., j, dv) -> (..., i, dv)
+    empty = _empty_attention(q, k, v)  # no batch, no query or no key: no block to visit
+    if empty is not None:
+        return empty
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     dtype = q.dtype
     work = torch.float32 if dtype in LOW_PRECISION else dtype

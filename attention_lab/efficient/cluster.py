@@ -30,7 +30,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .._validation import check_bool, check_positive_int, check_qkv, check_tensor, fail
+from .._validation import check_bool, check_positive_int, check_qkv, check_seed, check_tensor, fail
+from ..core.functional import _empty_attention
 
 __all__ = ["attention_within_clusters", "cluster_attention", "kmeans_clusters"]
 
@@ -70,8 +71,8 @@ def kmeans_clusters(q: torch.Tensor, k: torch.Tensor, *, num_clusters: int, seed
 
 def _check_clusters(fn: str, num_clusters: object, seed: object, n_keys: int) -> None:
     check_positive_int(fn, "num_clusters", num_clusters)
-    check_positive_int(fn, "seed", seed, minimum=0)
-    if num_clusters > n_keys:
+    check_seed(fn, seed)
+    if num_clusters > n_keys > 0:  # no key at all: every query gets zeros, as in SDPA
         fail(fn, f"num_clusters must be at most the number of keys j={n_keys}, got num_clusters={num_clusters}; "
                  f"more groups than keys leaves groups with no key at all")
 
@@ -135,6 +136,12 @@ def cluster_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, num_
     check_qkv(fn, q, k, v)
     _check_clusters(fn, num_clusters, seed, k.shape[-2])
     check_bool(fn, "return_clusters", return_clusters)
+    empty = _empty_attention(q, k, v)
+    if empty is not None:
+        lead = empty.shape[:-2]
+        none = torch.zeros(*lead, q.shape[-2], dtype=torch.long, device=q.device)  # (..., i): group 0 of none
+        return (empty, none, torch.zeros(*lead, k.shape[-2], dtype=torch.long, device=q.device)) if return_clusters \
+            else empty
     query_clusters, key_clusters = kmeans_clusters(q, k, num_clusters=num_clusters, seed=seed)
     out = _within_clusters(fn, q, k, v, query_clusters, key_clusters, num_clusters)  # (..., i, dv)
     if return_clusters:

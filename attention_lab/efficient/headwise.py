@@ -45,6 +45,10 @@ class HeadwiseAttention(nn.Module):
         super().__init__()
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = check_heads_divide("HeadwiseAttention", "embed_dim", embed_dim, num_heads)
+        if not callable(attend):
+            fail("HeadwiseAttention", f"attend must be a function (q, k, v, *, causal) -> output, got "
+                                      f"{type(attend).__name__} {attend!r}; pass e.g. attention_lab.linear_attention",
+                 TypeError)
         self.name, self.attend, self.new_state = name, attend, new_state
         self.causal = check_bool("HeadwiseAttention", "causal", causal)
         self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(embed_dim, embed_dim) for _ in range(4))

@@ -29,7 +29,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from .._validation import check_bool, check_qkv, fail
+from .._validation import check_bool, check_choice, check_qkv, fail
 from ..core.masks import causal_mask
 
 __all__ = ["FEATURE_MAPS", "LinearAttentionState", "kernel_attention", "linear_attention", "linear_attention_recurrent"]
@@ -46,19 +46,25 @@ FEATURE_MAPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"elu": _elu_p
 of negative numbers, and such a query then gets a zero output)."""
 
 
+def _check_feature_map(fn: str, feature_map: object) -> str | Callable[[torch.Tensor], torch.Tensor]:
+    """A name of :data:`FEATURE_MAPS` or a callable; checked where it is given (a spec, a state), not at first use."""
+    if isinstance(feature_map, str):
+        check_choice(fn, "feature_map", feature_map, sorted(FEATURE_MAPS), hint="or pass a callable x -> phi(x) >= 0")
+    elif not callable(feature_map):
+        fail(fn, f"feature_map must be a name ({sorted(FEATURE_MAPS)}) or a callable, got "
+                 f"{type(feature_map).__name__}; pass feature_map='elu' or a function x -> phi(x) >= 0", TypeError)
+    return feature_map
+
+
 def _features(fn: str, feature_map: object, x: torch.Tensor, name: str) -> torch.Tensor:
     """phi(x) for a named or callable feature map, checked: a tensor of x's leading shape, no negative value."""
-    if isinstance(feature_map, str):
-        if feature_map not in FEATURE_MAPS:
-            fail(fn, f"feature_map must be one of {sorted(FEATURE_MAPS)} or a callable, got {feature_map!r}")
+    if isinstance(_check_feature_map(fn, feature_map), str):
         return FEATURE_MAPS[feature_map](x)
-    if not callable(feature_map):
-        fail(fn, f"feature_map must be a name ({sorted(FEATURE_MAPS)}) or a callable, got "
-                 f"{type(feature_map).__name__}", TypeError)
     phi = feature_map(x)
     if not isinstance(phi, torch.Tensor) or phi.dim() != x.dim() or phi.shape[:-1] != x.shape[:-1]:
         fail(fn, f"feature_map must return a tensor of shape (..., n, m) for {name} of shape {tuple(x.shape)}, got "
-                 f"{tuple(phi.shape) if isinstance(phi, torch.Tensor) else type(phi).__name__}")
+                 f"{tuple(phi.shape) if isinstance(phi, torch.Tensor) else type(phi).__name__}; map each vector of "
+                 f"the last axis to m features")
     _check_non_negative(fn, f"feature_map({name})", phi)
     return phi
 
@@ -203,7 +209,7 @@ class LinearAttentionState:
     """
 
     def __init__(self, *, feature_map: str | Callable[[torch.Tensor], torch.Tensor] = "elu") -> None:
-        self.feature_map = feature_map
+        self.feature_map = _check_feature_map("LinearAttentionState", feature_map)
         self.reset()
 
     @property
@@ -234,8 +240,9 @@ class LinearAttentionState:
         if self.state is None:
             state, z = v.new_zeros(sizes), v.new_zeros(sizes[:-1])  # S (b, h, m, dv), z (b, h, m)
         elif self.state.shape != sizes or self.state.dtype != v.dtype:
-            fail(fn, f"the state holds S of shape {tuple(self.state.shape)} ({self.state.dtype}), these inputs need "
-                     f"{sizes} ({v.dtype}); use a new LinearAttentionState for another batch, layer or dtype")
+            fail(fn, f"inputs must match the state's S of shape {tuple(self.state.shape)} ({self.state.dtype}), got "
+                     f"inputs that need {sizes} ({v.dtype}); use a new LinearAttentionState for another batch, layer "
+                     f"or dtype")
         else:
             state, z = self.state, self.z
         a = (phi_q @ phi_k.transpose(-2, -1)) * causal_mask(q.shape[-2], device=q.device)  # (b, h, t, t)

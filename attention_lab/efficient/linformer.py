@@ -41,11 +41,17 @@ def _check_projection(fn: str, name: str, proj: object, j: int, like: torch.Tens
     check_tensor(fn, name, proj, floating=True)
     if proj.dim() != 2 or proj.shape[1] < j:
         fail(fn, f"{name} must have shape (rank, seq_len) with seq_len >= j={j} (one column per key position), got "
-                 f"{tuple(proj.shape)}")
+                 f"{tuple(proj.shape)}; give it at least {j} columns")
     if proj.dtype != like.dtype or proj.device != like.device:
         fail(fn, f"{name} must share k's dtype and device ({like.dtype}, {like.device}), got ({proj.dtype}, "
-                 f"{proj.device})", TypeError)
+                 f"{proj.device}); convert it with {name}.to(k)", TypeError)
     return proj[:, :j]  # the first j columns: a shorter sequence uses the first positions
+
+
+def _check_ranks(fn: str, e: torch.Tensor, f: torch.Tensor) -> None:
+    if e.shape[0] != f.shape[0]:
+        fail(fn, f"e_proj and f_proj must have the same rank (rows): E K and F V are the keys and values of one "
+                 f"attention, got e_proj {tuple(e.shape)} and f_proj {tuple(f.shape)}; give both rank rows")
 
 
 def linformer_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, e_proj: torch.Tensor,
@@ -59,6 +65,7 @@ def linformer_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, e_pro
     check_qkv(fn, q, k, v)
     e = _check_projection(fn, "e_proj", e_proj, k.shape[-2], k)  # (r, j)
     f = _check_projection(fn, "f_proj", f_proj, k.shape[-2], k)  # (r, j)
+    _check_ranks(fn, e, f)
     return F.scaled_dot_product_attention(q, e @ k, f @ v)  # keys (..., r, d), values (..., r, dv)
 
 

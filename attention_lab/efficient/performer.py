@@ -27,7 +27,20 @@ import math
 
 import torch
 
-from .._validation import check_bool, check_positive_int, check_positive_ints, check_qkv, fail
+from .._validation import (
+    check_bool,
+    check_choice,
+    check_device,
+    check_float_dtype,
+    check_positive_int,
+    check_positive_ints,
+    check_qkv,
+    check_same_dtype_device,
+    check_seed,
+    check_tensor,
+    fail,
+)
+from ..core.functional import _empty_attention
 from .linear import _check_causal, _kernel_attention
 
 __all__ = ["performer_attention", "performer_feature_map", "performer_projection"]
@@ -47,8 +60,10 @@ def performer_projection(head_dim: int, num_features: int, *, seed: int = 0, ort
     """
     fn = "performer_projection"
     check_positive_ints(fn, head_dim=head_dim, num_features=num_features)
-    check_positive_int(fn, "seed", seed, minimum=0)
+    check_seed(fn, seed)
     check_bool(fn, "orthogonal", orthogonal)
+    check_float_dtype(fn, "dtype", dtype)
+    device = check_device(fn, "device", device)
     generator = torch.Generator().manual_seed(seed)
     d, m = head_dim, num_features
     if not orthogonal:
@@ -76,11 +91,13 @@ def performer_feature_map(x: torch.Tensor, projection: torch.Tensor, *, stabilis
     Shape: x ``(..., n, d)``, projection ``(m, d)`` -> ``(..., n, m)``.
     """
     fn = "performer_feature_map"
-    if stabilise not in ("row", "all"):
-        fail(fn, f"stabilise must be 'row' (queries) or 'all' (keys), got {stabilise!r}")
-    if projection.shape[-1] != x.shape[-1]:
+    check_tensor(fn, "x", x, min_dim=1, floating=True)
+    check_tensor(fn, "projection", projection, floating=True)
+    check_choice(fn, "stabilise", stabilise, ("row", "all"), hint="'row' for queries, 'all' for keys")
+    if projection.dim() != 2 or projection.shape[-1] != x.shape[-1]:
         fail(fn, f"projection must have shape (m, d) with d = {x.shape[-1]} (the last axis of x), got "
-                 f"{tuple(projection.shape)}")
+                 f"{tuple(projection.shape)}; make it with performer_projection({x.shape[-1]}, m)")
+    check_same_dtype_device(fn, x=x, projection=projection)
     x = x * x.shape[-1] ** -0.25  # q' . k' = q . k / sqrt(d)
     logits = x @ projection.T  # w . x', (..., n, m)
     half_norm = 0.5 * (x * x).sum(dim=-1, keepdim=True)  # |x'|^2 / 2, (..., n, 1)
@@ -105,6 +122,11 @@ def performer_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, nu
     check_qkv(fn, q, k, v)
     check_positive_int(fn, "num_features", num_features)
     _check_causal(fn, causal, q, k)
+    check_seed(fn, seed)
+    check_bool(fn, "orthogonal", orthogonal)
+    empty = _empty_attention(q, k, v)
+    if empty is not None:
+        return empty
     projection = performer_projection(q.shape[-1], num_features, seed=seed, orthogonal=orthogonal, dtype=q.dtype,
                                       device=q.device)  # (m, d)
     phi_q = performer_feature_map(q, projection, stabilise="row")  # (..., i, m)

@@ -31,6 +31,7 @@ from torch import nn
 
 from .._validation import (
     check_bool,
+    check_choice,
     check_heads_divide,
     check_positive_ints,
     check_sequence_input,
@@ -78,8 +79,7 @@ class SynthesizerAttention(nn.Module):
         super().__init__()
         fn = "SynthesizerAttention"
         check_positive_ints(fn, embed_dim=embed_dim, seq_len=seq_len, num_heads=num_heads)
-        if kind not in SYNTHESIZER_KINDS:
-            fail(fn, f"kind must be one of {SYNTHESIZER_KINDS}, got kind={kind!r}")
+        check_choice(fn, "kind", kind, SYNTHESIZER_KINDS)
         check_heads_divide(fn, "embed_dim", embed_dim, num_heads)
         check_bool(fn, "causal", causal)
         self.embed_dim, self.seq_len, self.kind, self.num_heads, self.causal = (embed_dim, seq_len, kind, num_heads,

@@ -25,7 +25,8 @@ import math
 
 import torch
 
-from .._validation import check_positive_int, check_qkv, check_tensor, fail
+from .._validation import check_positive_int, check_qk, check_qkv, check_tensor, fail
+from ..core.functional import _empty_attention
 from .linear import _check_causal
 
 __all__ = ["topk_attention", "topk_indices"]
@@ -75,6 +76,7 @@ def topk_indices(q: torch.Tensor, k: torch.Tensor, *, top_k: int, index_scores: 
         (long), allowed ``(..., i, top_k)`` (bool).
     """
     fn = "topk_indices"
+    check_qk(fn, q, k)
     _check_topk(fn, q, k, top_k, index_scores, causal)
     chosen_by = _selection(q, k, index_scores, slice(0, q.shape[-2]), causal)  # (..., i, j)
     best = chosen_by.topk(top_k, dim=-1)
@@ -84,7 +86,7 @@ def topk_indices(q: torch.Tensor, k: torch.Tensor, *, top_k: int, index_scores: 
 def _check_topk(fn: str, q: torch.Tensor, k: torch.Tensor, top_k: object, index_scores: object,
                 causal: object) -> None:
     check_positive_int(fn, "top_k", top_k)
-    if top_k > k.shape[-2]:
+    if top_k > k.shape[-2] > 0:  # no key at all: every query gets zeros, as in SDPA
         fail(fn, f"top_k must be at most the number of keys j={k.shape[-2]}, got top_k={top_k}; with top_k = j "
                  f"every key is kept (dense attention)")
     if index_scores is not None:
@@ -111,6 +113,9 @@ def topk_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, top_k: 
     fn = "topk_attention"
     check_qkv(fn, q, k, v)
     _check_topk(fn, q, k, top_k, index_scores, causal)
+    empty = _empty_attention(q, k, v)
+    if empty is not None:
+        return empty
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2],
                                   *([] if index_scores is None else [index_scores.shape[:-2]]))
     i, j, d, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]

@@ -30,12 +30,12 @@ from .._validation import (
     check_choice,
     check_heads_divide,
     check_kv_heads,
-    check_mask,
     check_positive_int,
     check_positive_ints,
     check_sequence_input,
     fail,
 )
+from ..core._mask_checks import check_mask
 from ..core.functional import scaled_dot_product_attention
 from ..core.masks import causal_mask
 from ..core.multihead import MultiHeadAttention
@@ -156,10 +156,12 @@ class GroupedQueryAttention(nn.Module):
         Shape: a cache whose buffers are ``(b, h_kv, max_len or window, d)``, b = batch_size.
         """
         fn = "GroupedQueryAttention.new_cache"
+        check_positive_ints(fn, batch_size=batch_size, max_len=max_len)
         check_choice(fn, "kind", kind, CACHE_KINDS)
         if not self.causal:
-            fail(fn, "an encoder's attention (causal=False) keeps no cache: its earlier positions see later tokens, "
-                     "so nothing it computed stays valid when a token is added; build it with causal=True")
+            fail(fn, "the layer must be causal to keep a cache (an encoder's earlier positions see later tokens, so "
+                     "nothing it computed stays valid when a token is added), got causal=False; build it with "
+                     "causal=True")
         if (kind == "sliding") != (window is not None):
             fail(fn, f"window= is needed with kind='sliding' and only then, got kind={kind!r} and window={window!r}; "
                      f"e.g. new_cache(1, 64, kind='sliding', window=16)")
@@ -167,10 +169,9 @@ class GroupedQueryAttention(nn.Module):
         sizes = (batch_size, self.num_kv_heads)
         if kind == "preallocated":
             return KVCache(*sizes, max_len, self.head_dim, **options)
-        check_positive_int(fn, "max_len", max_len)
         if kind == "concat":
             return ConcatKVCache(*sizes, self.head_dim, **options)
-        return SlidingWindowKVCache(*sizes, window, self.head_dim, **options)
+        return SlidingWindowKVCache(*sizes, check_positive_int(fn, "window", window), self.head_dim, **options)
 
     @classmethod
     def from_multihead(cls, module: MultiHeadAttention, *, causal: bool = True) -> GroupedQueryAttention:
@@ -194,6 +195,7 @@ class GroupedQueryAttention(nn.Module):
 
         Shape: q_proj, k_proj, v_proj weights ``(e, e)`` each -> in_proj_weight ``(3e, e)``.
         """
+        check_bool("GroupedQueryAttention.to_torch", "batch_first", batch_first)
         if self.num_kv_heads != self.num_heads or self.rope:
             fail("GroupedQueryAttention.to_torch", f"nn.MultiheadAttention has a key/value head per query head and no "
                  f"rotary positions, got num_kv_heads={self.num_kv_heads} of num_heads={self.num_heads} and "
@@ -236,8 +238,8 @@ class GroupedQueryAttention(nn.Module):
 
     def _check_cache(self, fn: str, cache: object, x: torch.Tensor) -> None:
         if not self.causal:
-            fail(fn, "an encoder's attention (causal=False) takes no cache: its earlier positions see later tokens; "
-                     "build the layer with causal=True to decode with a cache")
+            fail(fn, "cache must be None for an encoder's attention (its earlier positions see later tokens), got a "
+                     "cache with causal=False; build the layer with causal=True to decode with a cache")
         if not isinstance(cache, _CACHES):
             fail(fn, f"cache must be one of {', '.join(c.__name__ for c in _CACHES)} (or None), got "
                      f"{type(cache).__name__}; make one with new_cache(batch_size, max_len)", TypeError)
@@ -247,6 +249,8 @@ class GroupedQueryAttention(nn.Module):
             fail(fn, f"the cache does not match the layer and input: (batch_size, num_kv_heads, head_dim) is "
                      f"{cache_has} for the cache and {layer_says} for the layer and x; build the cache with "
                      f"new_cache(batch_size={layer_says[0]}, max_len=...)")
+        if isinstance(cache, KVCache):  # a full buffer is refused before any append, in the layer's name
+            cache._check_room(fn, x.shape[1], cache.max_len)
 
     def _project(self, x: torch.Tensor, positions: torch.Tensor | None
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

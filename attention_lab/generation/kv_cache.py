@@ -7,8 +7,8 @@ to keep them, with one interface (``append`` returns everything cached, ``len(ca
 
 * :class:`KVCache`: one buffer of ``max_len`` positions allocated up front; appending copies only the new positions
   and returns views. The usual design (Hugging Face's ``StaticCache``, llama.cpp).
-* :class:`ConcatKVCache`: grows by ``torch.cat``, which copies everything cached so far on every append; generating
-  N tokens copies about N^2/2 positions. Simple, and the way a first cache is usually written; here to be compared.
+* :class:`ConcatKVCache`: grows by ``torch.cat``, which copies everything cached so far on every append (N tokens:
+  N^2/2 positions copied). Simple, and the way a first cache is usually written; here to be compared.
 * :class:`SlidingWindowKVCache`: a ring buffer of the last ``window`` positions (Mistral's rolling cache), so memory
   stays constant however long generation runs, at the price of forgetting older tokens.
 * :class:`LatentCache`: one latent vector per position instead of keys and values, from which multi-head latent
@@ -17,37 +17,38 @@ to keep them, with one interface (``append`` returns everything cached, ``len(ca
 Reference: decoding without a cache, :func:`attention_lab.reference.attention` over every position with the causal
 mask (for the sliding cache :func:`attention_lab.reference.sliding_window_attention`); the tests decode with each
 cache chunk by chunk and compare with the whole sequence at once, and the sliding cache with that reference. How a
-cache differs and what it buys: each new token's step reads the kept keys and values instead of recomputing them, so
-a step costs one token's projections plus one row of attention instead of the whole prefix again (lesson 11 counts
-the FLOPs and times both).
+cache differs and what it buys: each new token's step reads the kept keys and values instead of recomputing them, so a
+step costs one token's projections plus one row of attention instead of the whole prefix again (lesson 11 counts the
+FLOPs and times both).
 """
 
 from __future__ import annotations
 
 import torch
 
-from .._validation import check_dtype_device, check_positive_int, check_positive_ints, check_tensor, fail
+from .._validation import (
+    check_device,
+    check_dtype_device,
+    check_float_dtype,
+    check_positive_int,
+    check_positive_ints,
+    check_tensor,
+    fail,
+)
 
 __all__ = ["ConcatKVCache", "KVCache", "LatentCache", "SlidingWindowKVCache"]
 
 
-def _check_dtype(fn: str, dtype: object) -> torch.dtype:
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        fail(fn, f"dtype must be a floating torch.dtype such as torch.float32, got {dtype!r}", TypeError)
-    return dtype
-
-
 class _Cache:
-    """What every cache shares: the batch size, dtype and device, how many positions were appended (``offset``), the
-    positions held (in order, for the caches that keep every position), the bytes held, ``reset()``, and the checks
-    on what is appended and on a pre-allocated buffer's room. ``_buffers`` names the tensors that hold the cache."""
+    """What every cache shares: batch size, dtype, device, ``offset``, the positions and bytes held, ``reset()``, the
+    checks on what is appended and on a buffer's room. ``_buffers`` names the tensors that hold the cache."""
 
     _buffers: tuple[str, ...] = ("keys", "values")
 
     def __init__(self, fn: str, batch_size: int, dtype: torch.dtype, device: torch.device | str | None) -> None:
         self.batch_size = check_positive_int(fn, "batch_size", batch_size)
-        self.dtype = _check_dtype(fn, dtype)
-        self.device = torch.device(device) if device is not None else torch.get_default_device()
+        self.dtype = check_float_dtype(fn, "dtype", dtype)
+        self.device = check_device(fn, "device", device) or torch.get_default_device()
         self._seen = 0  # positions appended since the last reset
 
     def __len__(self) -> int:
@@ -83,8 +84,7 @@ class _Cache:
         self.__dict__.update(zip(self._buffers, buffers, strict=True))  # each buffer's name -> the tensor it held
 
     def _check_new(self, fn: str, axes: tuple[str, ...], sizes: tuple[int | str, ...], **tensors: object) -> int:
-        """Each tensor has the shape ``sizes`` along ``axes`` (``"t"``: the new positions, the same t for all) and
-        the cache's dtype and device; returns t."""
+        """Each tensor: shape ``sizes`` along ``axes`` (``"t"``: the same t for all), the cache's dtype and device."""
         axis = axes.index("t")
         for name, x in tensors.items():
             check_tensor(fn, name, x, floating=True)
@@ -98,15 +98,15 @@ class _Cache:
         lengths = {name: x.shape[axis] for name, x in tensors.items()}
         if len(set(lengths.values())) > 1:
             fail(fn, f"{' and '.join(lengths)} must hold the same number of positions t, got "
-                     f"{', '.join(f'{name} {tuple(x.shape)}' for name, x in tensors.items())}")
+                     f"{', '.join(f'{name} {tuple(x.shape)}' for name, x in tensors.items())}; give one per position")
         return next(iter(lengths.values()))
 
     def _check_room(self, fn: str, t: int, max_len: int) -> int:
         """The end of t more positions in a buffer of ``max_len``; a full buffer is an error that names the fix."""
         end = self._seen + t
         if end > max_len:
-            fail(fn, f"the cache is full: it holds {self._seen} of max_len={max_len} positions and cannot take t={t} "
-                     f"more; build it with max_len >= {end} or reset() it")
+            fail(fn, f"the cache must have room for t={t} more positions, got a cache holding {self._seen} of "
+                     f"max_len={max_len}; build it with max_len >= {end} or reset() it")
         return end
 
     def _check_crop(self, length: int) -> int:

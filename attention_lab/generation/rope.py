@@ -53,7 +53,7 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, *, base: float = 10000.
                  f"torch.arange(start, start + n)", TypeError)
     if positions.dim() != 1 or positions.shape[0] != n:
         fail(fn, f"positions must have shape (n,) = ({n},), one per row of x {tuple(x.shape)}, got shape "
-                 f"{tuple(positions.shape)}")
+                 f"{tuple(positions.shape)}; pass e.g. torch.arange({n})")
     pair = torch.arange(0, d, 2, dtype=torch.float64, device=x.device)  # 2m, (d/2,)
     theta = base ** (-pair / d)  # theta_m, (d/2,)
     angle = positions.to(device=x.device, dtype=torch.float64)[:, None] * theta  # p theta_m, (n, d/2)

@@ -76,8 +76,8 @@ def attention_memory_bytes(
     check_positive_int(fn, "num_heads", num_heads)
     check_positive_int(fn, "batch", batch)
     if not isinstance(dtype, torch.dtype):
-        fail(fn, f"dtype must be a torch.dtype such as torch.float32, got {type(dtype).__name__} {dtype!r}",
-             TypeError)
+        fail(fn, f"dtype must be a torch.dtype such as torch.float32, got {type(dtype).__name__} {dtype!r}; pass "
+                 f"dtype=torch.float32 (or the dtype of your tensors)", TypeError)
     item = torch.empty((), dtype=dtype).element_size()
     per_head = batch * num_heads * item
     return AttentionMemory(

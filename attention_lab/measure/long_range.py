@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .._validation import check_choice, check_positive_int, fail
+from .._validation import check_choice, check_positive_int, check_seed, fail
 from ..efficient.block_sparse import BlockLayout
 from ..models.attention_choice import AttentionSpec, attention_spec
 from ..models.long_range_tasks import AssociativeRecall, ListOps
@@ -90,7 +90,7 @@ def blind_accuracy(task: object, *, n_sequences: int = 2048, seed: int = 123) ->
         fail(fn, f"task must be one of the package's tasks (e.g. long_range_task('recall', 1024)), got "
                  f"{type(task).__name__}", TypeError)
     check_positive_int(fn, "n_sequences", n_sequences)
-    check_positive_int(fn, "seed", seed, minimum=0)
+    check_seed(fn, seed)
     tokens, targets = task.sample(n_sequences, generator=make_generator(seed))  # (b, i) each
     scored = targets != IGNORE_INDEX
     if not bool(scored.any()):
@@ -222,7 +222,7 @@ def run_long_range(task: str, attention: str, n: int, *, steps: int, seed: int =
         fail(fn, f"attention must be one of {list(LONG_RANGE_ATTENTIONS)}, got {attention!r}")
     check_positive_int(fn, "n", n, minimum=2)
     check_positive_int(fn, "steps", steps)
-    check_positive_int(fn, "seed", seed, minimum=0)
+    check_seed(fn, seed)
     the_task = long_range_task(task, n)
     model = _benchmark_model(the_task, attention, n, seed, setting)
     start = time.perf_counter()

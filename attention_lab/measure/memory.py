@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch.autograd.profiler import profile as _autograd_profile
 
-from .._validation import fail
+from .._validation import check_device, check_number, fail
 
 __all__ = ["MiB", "PeakMemory", "format_bytes", "measure_peak_memory"]
 
@@ -48,7 +48,7 @@ def format_bytes(n: int | float) -> str:
 
     Shape: a number -> a string.
     """
-    value = float(n)
+    value = check_number("format_bytes", "n", n, unit="bytes")
     if abs(value) < 1024:
         return f"{int(value)} B"
     for unit in ("KiB", "MiB"):
@@ -232,11 +232,7 @@ def measure_peak_memory(fn: Callable[..., Any], *args: Any, device: torch.device
     if device is None:
         dev = _infer_device(args, kwargs)
     else:
-        try:
-            dev = torch.device(device)
-        except (RuntimeError, TypeError):
-            fail(name, f"device must be a torch.device or a string such as 'cpu' or 'cuda', got {device!r}",
-                 TypeError)
+        dev = check_device(name, "device", device)
     if dev.type == "cpu":
         meter_cm = _CpuSession.measure()
     elif dev.type == "cuda":

@@ -40,16 +40,17 @@ from .._validation import (
     check_heads_divide,
     check_kv_heads,
     check_positive_int,
+    check_seed,
     fail,
 )
 from ..core.multihead import MultiHeadAttention
 from ..efficient.block_sparse import BlockLayout, block_sparse_attention
 from ..efficient.cluster import cluster_attention
 from ..efficient.headwise import HeadwiseAttention
-from ..efficient.linear import LinearAttentionState, linear_attention
+from ..efficient.linear import LinearAttentionState, _check_feature_map, linear_attention
 from ..efficient.linformer import LinformerSelfAttention
 from ..efficient.performer import performer_attention
-from ..efficient.synthesizer import SynthesizerAttention
+from ..efficient.synthesizer import SYNTHESIZER_KINDS, SynthesizerAttention
 from ..efficient.topk import topk_attention
 from ..generation.grouped import GroupedQueryAttention
 
@@ -147,22 +148,27 @@ def attention_spec(name: str, **options: object) -> AttentionSpec:
     Shape: no tensors; the spec is given to ``TransformerConfig(..., attention=spec)``.
     """
     fn = "attention_spec"
-    if name not in ATTENTION_TABLE:
-        fail(fn, f"name must be one of {', '.join(repr(a) for a in ATTENTIONS)}, got {name!r}")
+    check_choice(fn, "name", name, ATTENTIONS)
     defaults = ATTENTION_TABLE[name].defaults
     unknown = sorted(set(options) - set(defaults))
     if unknown:
-        fail(fn, f"attention {name!r} takes the options {sorted(defaults) or 'none'}, got {unknown}", TypeError)
+        fail(fn, f"options must be among those attention {name!r} takes, {sorted(defaults) or 'none'}, got {unknown}; "
+                 f"leave the others out", TypeError)
     for key in ("num_features", "top_k", "num_clusters", "rank", "seed"):
         if key in options:
-            check_positive_int(fn, key, options[key], minimum=0 if key == "seed" else 1)
+            check_positive_int(fn, key, options[key]) if key != "seed" else check_seed(fn, options[key])
     if "positions" in options:
         check_choice(fn, "positions", options["positions"], POSITIONS,
                      hint="'learned' adds a learned embedding per position, 'rope' rotates queries and keys")
     if options.get("num_kv_heads") is not None:
         check_positive_int(fn, "num_kv_heads", options["num_kv_heads"])
     if "layout" in options and not isinstance(options["layout"], BlockLayout):
-        fail(fn, f"layout must be a BlockLayout, got {type(options['layout']).__name__}", TypeError)
+        fail(fn, f"layout must be a BlockLayout, got {type(options['layout']).__name__}; build one with e.g. "
+                 f"BlockLayout.sliding_window(64, neighbours=1)", TypeError)
+    if "feature_map" in options:
+        _check_feature_map(fn, options["feature_map"])
+    if "kind" in options:
+        check_choice(fn, "kind", options["kind"], SYNTHESIZER_KINDS)
     return AttentionSpec(name, MappingProxyType({**defaults, **options}))
 
 
@@ -193,9 +199,10 @@ def _as_spec(fn: str, attention: object) -> AttentionSpec:
     if isinstance(attention, str):
         if attention not in ATTENTION_TABLE:
             fail(fn, f"attention must be one of {', '.join(repr(a) for a in ATTENTIONS)} or an attention_spec(...), "
-                     f"got {attention!r}")
+                     f"got {attention!r}; pass one of these names, e.g. attention='softmax'")
         return attention_spec(attention)
-    fail(fn, f"attention must be a name or an attention_spec(...), got {type(attention).__name__}", TypeError)
+    fail(fn, f"attention must be a name or an attention_spec(...), got {type(attention).__name__}; pass e.g. "
+             f"attention='softmax'", TypeError)
 
 
 def build_attention(attention: str | AttentionSpec, embed_dim: int, num_heads: int, *, max_len: int,

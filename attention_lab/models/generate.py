@@ -49,9 +49,13 @@ class Decoded:
 
 def _check(fn: str, model: nn.Module, prompt: object, max_new_tokens: object, cache: object, window: object
            ) -> torch.Tensor:
+    if not isinstance(model, nn.Module) or not hasattr(model, "config"):
+        fail(fn, f"model must be a TinyTransformer (attention_lab.models.transformer), got {type(model).__name__}; "
+                 f"pass the model itself", TypeError)
     if not model.config.causal:
         fail(fn, "the model must be a decoder, built with causal=True: an encoder's earlier positions see later "
-                 "tokens, so nothing it computed can be kept while generating")
+                 "tokens, so nothing it computed can be kept while generating, got causal=False; build the model "
+                 "with TransformerConfig(..., causal=True)")
     check_tensor(fn, "prompt", prompt)
     if prompt.dtype != torch.long or prompt.dim() not in (1, 2) or prompt.shape[-1] == 0:
         fail(fn, f"prompt must hold token ids (torch.long) of shape (b, n) or (n,) with n >= 1, got dtype "

@@ -31,7 +31,7 @@ from typing import ClassVar
 
 import torch
 
-from .._validation import check_positive_int, check_positive_ints, fail
+from .._validation import check_positive_int, check_positive_ints, check_seed, fail
 
 __all__ = ["IGNORE_INDEX", "PointerLookup", "Repeat", "Reversal", "Sorting", "Task", "make_generator"]
 
@@ -43,7 +43,7 @@ def make_generator(seed: int) -> torch.Generator:
 
     Shape: no tensors in; a generator out.
     """
-    check_positive_int("make_generator", "seed", seed, minimum=0)
+    check_seed("make_generator", seed)
     generator = torch.Generator()
     generator.manual_seed(seed)
     return generator

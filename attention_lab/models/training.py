@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from .._validation import check_choice, check_number, check_positive_int, fail
+from .._validation import check_choice, check_number, check_positive_int, check_seed, fail
 from .schedule import SCHEDULES, warmup_schedule
 from .tasks import IGNORE_INDEX, make_generator
 
@@ -48,9 +48,14 @@ def make_optimizer(model: nn.Module, optimizer: str = "adamw", *, lr: float, wei
 
     Shape: any model; parameters with ``dim >= 2`` are decayed, biases and LayerNorm gains are not.
     """
-    fn = "make_optimizer"
+    return _make_optimizer("make_optimizer", model, optimizer, lr, weight_decay)
+
+
+def _make_optimizer(fn: str, model: nn.Module, optimizer: str, lr: float, weight_decay: float
+                    ) -> torch.optim.Optimizer:
+    """make_optimizer's work, its errors in the name of ``fn`` (the function called: make_optimizer or train)."""
     if not isinstance(model, nn.Module):
-        fail(fn, f"model must be a torch.nn.Module, got {type(model).__name__}", TypeError)
+        fail(fn, f"model must be a torch.nn.Module, got {type(model).__name__}; pass the model itself", TypeError)
     check_choice(fn, "optimizer", optimizer, OPTIMIZERS)
     lr = check_number(fn, "lr", lr, low=0, low_open=True)
     weight_decay = check_number(fn, "weight_decay", weight_decay, low=0)
@@ -152,7 +157,7 @@ def train(
     """
     clip_grad_norm = _check_train_arguments(model, task, steps=steps, warmup_steps=warmup_steps, seed=seed,
                                             batch_size=batch_size, schedule=schedule, clip_grad_norm=clip_grad_norm)
-    opt = make_optimizer(model, optimizer, lr=lr, weight_decay=weight_decay)
+    opt = _make_optimizer("train", model, optimizer, lr, weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(opt, warmup_schedule(warmup_steps, steps, schedule))
     generator = make_generator(seed)
     device = next(model.parameters()).device
@@ -186,13 +191,13 @@ def _check_train_arguments(model: object, task: object, *, steps: int, warmup_st
     """Check train()'s arguments (the optimizer's are checked by make_optimizer); return clip_grad_norm as a float."""
     fn = "train"
     if not isinstance(model, nn.Module):
-        fail(fn, f"model must be a torch.nn.Module, got {type(model).__name__}", TypeError)
+        fail(fn, f"model must be a torch.nn.Module, got {type(model).__name__}; pass the model itself", TypeError)
     if not callable(getattr(task, "sample", None)):
         fail(fn, f"task must have a sample(batch_size, generator=...) method (see attention_lab.models.tasks), got "
                  f"{type(task).__name__}", TypeError)
     check_positive_int(fn, "steps", steps, minimum=1)
     check_positive_int(fn, "warmup_steps", warmup_steps, minimum=0)
-    check_positive_int(fn, "seed", seed, minimum=0)
+    check_seed(fn, seed)
     check_positive_int(fn, "batch_size", batch_size, minimum=1)
     check_choice(fn, "schedule", schedule, SCHEDULES)
     if clip_grad_norm is None:

@@ -183,8 +183,9 @@ class TinyTransformer(nn.Module):
     def _check_keeps_cache(self, fn: str) -> None:
         name = self.config.attention.name
         if not self.config.causal or ATTENTION_TABLE[name].cache is None:
-            fail(fn, f"{'an encoder (causal=False)' if not self.config.causal else f'attention={name!r}'} keeps no "
-                     f"cache; run the whole sequence, or build a decoder with attention='softmax' or 'linear'")
+            fail(fn, f"the model must keep a cache (a decoder with attention='softmax' or 'linear'), got "
+                     f"{'an encoder (causal=False)' if not self.config.causal else f'attention={name!r}'}; run the "
+                     f"whole sequence, or build a decoder with attention='softmax' or 'linear'")
 
     def _check_caches(self, fn: str, caches: object, head_mask: object, return_attention: bool) -> int:
         """The position the cached tokens start at (0 without caches), after checking what a cached forward needs."""
@@ -271,7 +272,8 @@ class TinyTransformer(nn.Module):
         self._check_keeps_cache(fn)
         if self.position_embedding is not None and max_len > self.config.max_len:
             fail(fn, f"max_len must be at most the model's max_len={self.config.max_len} (its learned positions end "
-                     f"there), got max_len={max_len}")
+                     f"there), got max_len={max_len}; pass max_len={self.config.max_len} or less, or build the model "
+                     f"with a larger max_len")
         return [layer.attn.new_cache(batch_size, max_len, kind=kind, window=window) for layer in self.layers]
 
     def generate(self, prompt: torch.Tensor, max_new_tokens: int, *, use_cache: bool = True) -> torch.Tensor:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 from matplotlib.axes import Axes
 
+from .._validation import fail
 from ._fonts import Figure
 
 WEIGHTS_CMAP = "viridis"
@@ -14,9 +15,32 @@ MASK_CMAP = "cividis"
 _MAX_LABELLED_TICKS = 40  # beyond this many tokens, label every k-th position by index instead
 
 
-def _new_axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
+def _check_axes(fn: str, ax: object) -> Axes:
+    """A matplotlib Axes to draw into (the ``ax=`` of every plot function)."""
+    if not isinstance(ax, Axes):
+        fail(fn, f"ax must be a matplotlib Axes (or None for a new figure), got {type(ax).__name__}; pass an Axes "
+                 f"from fig.add_subplot(), or leave ax=None", TypeError)
+    return ax
+
+
+def _check_axes_list(fn: str, ax: object) -> list[Axes]:
+    """The Axes of a plot with several panels (``ax=`` a sequence, one Axes per panel)."""
+    many = [ax] if isinstance(ax, (str, Axes)) or not hasattr(ax, "__iter__") else list(ax)
+    return [_check_axes(fn, one) for one in many]
+
+
+def _check_rows(fn: str, rows: Iterable[object], columns: Sequence[str]) -> None:
+    """Each row a mapping with every one of ``columns`` (the rows of a benchmark CSV, as read_results reads them)."""
+    for index, row in enumerate(rows):
+        missing = [c for c in columns if c not in row] if isinstance(row, Mapping) else list(columns)
+        if missing:
+            fail(fn, f"each row must be a mapping with the columns {list(columns)}, got row {index} "
+                     f"({type(row).__name__}) without {missing}; pass the rows read_results() gives for the benchmark")
+
+
+def _new_axes(fn: str, ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
     if ax is not None:
-        return ax.figure, ax
+        return _check_axes(fn, ax).figure, ax
     fig = Figure(figsize=figsize, layout="constrained")
     return fig, fig.add_subplot()
 
@@ -36,7 +60,7 @@ def _as_matrix(fn: str, x: object) -> torch.Tensor:
 def _set_token_ticks(fn: str, ax: Axes, axis: str, n: int, labels: Sequence[str] | None) -> None:
     if labels is not None and len(labels) != n:
         raise ValueError(f"{fn}(): {axis} labels must have one entry per position, got {len(labels)} labels "
-                         f"for {n} positions")
+                         f"for {n} positions; give {n} labels, or None for position numbers")
     set_ticks = ax.set_xticks if axis == "x" else ax.set_yticks
     if n <= _MAX_LABELLED_TICKS:
         positions = list(range(n))

@@ -27,9 +27,10 @@ def plot_block_layout(layout: BlockLayout, n: int, *, ax: Axes | None = None, ti
     """
     fn = "plot_block_layout"
     if not isinstance(layout, BlockLayout):
-        raise TypeError(f"{fn}(): expected an attention_lab.BlockLayout, got {type(layout).__name__}")
+        raise TypeError(f"{fn}(): expected an attention_lab.BlockLayout, got {type(layout).__name__}; build one "
+                        f"with e.g. BlockLayout.sliding_window(4)")
     check_positive_int(fn, "n", n)
-    fig, ax = _new_axes(ax, (5.2, 4.2))
+    fig, ax = _new_axes(fn, ax, (5.2, 4.2))
     if n <= _DENSE_LAYOUT_LIMIT:
         matrix, step, unit = layout.to_dense(n).float(), layout.block_size, "position"
     else:

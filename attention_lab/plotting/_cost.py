@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from matplotlib.axes import Axes
 
 from ..measure.conclusions import fit_slope
-from ._base import _finish_axes, _new_axes
+from ._base import _check_rows, _finish_axes, _new_axes
 from ._fonts import Figure
 
 _COST_MARKERS = ("o", "s", "^", "D", "v")
@@ -17,7 +17,7 @@ def _series(fn: str, lengths: Sequence[int], values: Sequence[float], name: str)
     values = [float(v) for v in values]
     if len(values) != len(lengths):
         raise ValueError(f"{fn}(): expected one value per length for {name!r}, got {len(values)} values for "
-                         f"{len(lengths)} lengths")
+                         f"{len(lengths)} lengths; measure every length, or drop the lengths not measured")
     return values
 
 
@@ -46,7 +46,7 @@ def plot_time_vs_length(
     Shape: ``lengths`` (n,), each ``times_s[name]`` (n,) in seconds.
     """
     fn = "plot_time_vs_length"
-    fig, ax = _new_axes(ax, (6.0, 4.0))
+    fig, ax = _new_axes(fn, ax, (6.0, 4.0))
     for index, (name, values) in enumerate(times_s.items()):
         ms = [t * 1e3 for t in _series(fn, lengths, values, name)]
         fit = [(n, t) for n, t in zip(lengths, ms) if n >= fit_from]
@@ -73,7 +73,7 @@ def plot_memory_vs_length(
     Shape: ``lengths`` (n,), each ``peak_bytes[name]`` (n,), ``predicted_bytes`` (n,).
     """
     fn = "plot_memory_vs_length"
-    fig, ax = _new_axes(ax, (6.0, 4.0))
+    fig, ax = _new_axes(fn, ax, (6.0, 4.0))
     for index, (name, values) in enumerate(peak_bytes.items()):
         mib = [max(b, 1) / 2**20 for b in _series(fn, lengths, values, name)]  # log axes: no zeros
         ax.plot(lengths, mib, marker=_COST_MARKERS[index % len(_COST_MARKERS)], label=f"{name} (measured)")
@@ -94,6 +94,7 @@ def plot_bench(rows: Sequence[Mapping[str, object]]) -> Figure:
     if not rows:
         raise ValueError("plot_bench(): expected at least one row of benchmarks/cost_of_attention.py, got none; "
                          "read them with read_results('cost_of_attention.csv')")
+    _check_rows("plot_bench", rows, ("n", "variant", "fastest_ms", "peak_bytes"))
     lengths = sorted({int(r["n"]) for r in rows})
     times: dict[str, list[float]] = {}
     peaks: dict[str, list[int]] = {}

@@ -10,7 +10,7 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
-from ._base import WEIGHTS_CMAP, _as_matrix, _finish_axes, _new_axes
+from ._base import WEIGHTS_CMAP, _as_matrix, _check_rows, _finish_axes, _new_axes
 from ._fonts import Figure
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
@@ -61,7 +61,7 @@ def plot_budget_errors(errors: Mapping[str, tuple[Sequence[float], Sequence[floa
 
     Shape: ``errors[name] = (budgets, relative errors)``, two sequences of one length.
     """
-    fig, ax = _new_axes(ax, (6.5, 4.2))
+    fig, ax = _new_axes("plot_budget_errors", ax, (6.5, 4.2))
     colours = {}
     for index, (name, (budget, error)) in enumerate(errors.items()):
         if len(budget) != len(error):
@@ -88,6 +88,7 @@ def plot_ratio_sweep(rows: Sequence[Mapping[str, object]], *, baseline: str = "S
     """
     if not rows:
         raise ValueError("plot_ratio_sweep(): expected rows from benchmarks/efficient_attention.py, got none")
+    _check_rows("plot_ratio_sweep", rows, ("n", "variant", "speed_vs_sdpa", "memory_vs_sdpa"))
     fig = Figure(figsize=(11.0, 4.2), layout="constrained")
     left, right = fig.subplots(1, 2)
     names = [name for name in dict.fromkeys(str(r["variant"]) for r in rows) if name != baseline]
@@ -124,6 +125,8 @@ def plot_lra_bubbles(panels: Mapping[str, Sequence[Mapping[str, object]]], *, re
     fn = "plot_lra_bubbles"
     if not panels:
         raise ValueError(f"{fn}(): expected at least one panel of rows, got none")
+    for rows in panels.values():
+        _check_rows(fn, rows, ("attention", "accuracy", "steps_per_s", "peak_bytes"))
     fig = Figure(figsize=(5.2 * len(panels), 4.4), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     names = list(dict.fromkeys(str(row["attention"]) for rows in panels.values() for row in rows))

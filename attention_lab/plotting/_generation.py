@@ -71,7 +71,7 @@ def plot_generation_speed(lengths: Sequence[int], seconds: dict[str, Sequence[fl
     Shape: ``lengths`` (n,), each ``seconds[name]`` (n,).
     """
     fn = "plot_generation_speed"
-    fig, ax = _new_axes(ax, (6.4, 4.0))
+    fig, ax = _new_axes(fn, ax, (6.4, 4.0))
     colours = {}
     for index, (name, values) in enumerate(seconds.items()):
         if len(values) != len(lengths):
@@ -101,7 +101,7 @@ def plot_cache_memory(lengths: Sequence[int], peak_bytes: dict[str, Sequence[int
     Shape: ``lengths`` (n,), each ``peak_bytes[name]`` (n,).
     """
     fn = "plot_cache_memory"
-    fig, ax = _new_axes(ax, (6.0, 3.6))
+    fig, ax = _new_axes(fn, ax, (6.0, 3.6))
     for index, (name, values) in enumerate(peak_bytes.items()):
         if len(values) != len(lengths):
             raise ValueError(f"{fn}(): expected one value per length for {name!r}, got {len(values)} for "

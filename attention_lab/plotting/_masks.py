@@ -48,7 +48,7 @@ def plot_mask(
                         f"conventions with attention_lab.core.masks (from_keep_ones, from_additive_mask, from_torch_*)")
     n_i, n_j = matrix.shape
     side = min(7.0, 2.2 + 0.25 * max(n_i, n_j))
-    fig, ax = _new_axes(ax, (side + 1.2, side))
+    fig, ax = _new_axes(fn, ax, (side + 1.2, side))
     ax.imshow(matrix.float().numpy(), cmap=MASK_CMAP, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto")
     _set_token_ticks(fn, ax, "x", n_j, key_labels)
     _set_token_ticks(fn, ax, "y", n_i, query_labels)
@@ -81,7 +81,7 @@ def plot_positions(
     fn = "plot_positions"
     matrix = _as_matrix(fn, positions).float()
     n, d = matrix.shape
-    fig, ax = _new_axes(ax, (6.4, 4.0))
+    fig, ax = _new_axes(fn, ax, (6.4, 4.0))
     image = ax.imshow(matrix.numpy(), cmap=WEIGHTS_CMAP, vmin=-1.0, vmax=1.0, interpolation="nearest",
                       aspect="auto")
     ax.set_xlabel("dimension c (even: sin, odd: cos)")
@@ -108,7 +108,7 @@ def plot_rnn_vs_attention(
     fn = "plot_rnn_vs_attention"
     lengths = [int(n) for n in lengths]
     series = {"recurrent loop (n sequential steps)": rnn_s, "self-attention (1 batched call)": attention_s}
-    fig, ax = _new_axes(ax, (6.0, 4.0))
+    fig, ax = _new_axes(fn, ax, (6.0, 4.0))
     for (name, values), marker in zip(series.items(), ("o", "s")):
         values = [float(v) * 1e3 for v in values]
         if len(values) != len(lengths):

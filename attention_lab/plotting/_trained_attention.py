@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
+from .._validation import check_number, fail
 from ..analysis import attention_rollout
 from ._base import WEIGHTS_CMAP, _set_token_ticks
 from ._fonts import Figure
@@ -31,6 +32,7 @@ def plot_rollout(
     fn = "plot_rollout"
     if not isinstance(attention, torch.Tensor):
         raise TypeError(f"{fn}(): expected a torch.Tensor, got {type(attention).__name__}")
+    check_number(fn, "residual", residual, low=0, high=1, hint="it is the share of the residual path")
     attention = attention.detach().to("cpu").float()
     if attention.dim() == 5 and attention.shape[1] == 1:
         attention = attention[:, 0]  # (layers, h, i, j)
@@ -73,6 +75,9 @@ def position_labels(labels: Sequence[str]) -> list[str]:
 
     Shape: ``i`` labels in, ``i`` labels out.
     """
+    if isinstance(labels, str) or not isinstance(labels, Sequence):
+        fail("position_labels", f"labels must be a sequence of token labels, got {type(labels).__name__} "
+                                f"{labels!r}; pass e.g. task.decode(tokens) or [str(t) for t in tokens]", TypeError)
     return [f"{position}:{label}" for position, label in enumerate(labels)]
 
 

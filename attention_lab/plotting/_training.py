@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from matplotlib.axes import Axes
 
 from .._validation import check_positive_int
-from ._base import _finish_axes, _new_axes
+from ._base import _check_axes_list, _finish_axes, _new_axes
 from ._fonts import Figure
 
 # Okabe-Ito: distinguishable with every common colour-vision deficiency; dashes add a second cue.
@@ -64,14 +64,14 @@ def plot_metric(
     runs = _runs(fn, histories)
     ylabel, default_log = _METRIC_LABELS[metric]
     series = {label: [getattr(history, metric) for history in group] for label, group in runs.items()}
-    return _draw_steps(series, ax=ax, ylabel=ylabel, title=title, log=default_log if log is None else log,
+    return _draw_steps(fn, series, ax=ax, ylabel=ylabel, title=title, log=default_log if log is None else log,
                        legend=len(runs) > 1 or next(iter(runs)) != "run")
 
 
-def _draw_steps(series: dict[str, list[Sequence[float]]], *, ax: Axes | None, ylabel: str, title: str | None,
+def _draw_steps(fn: str, series: dict[str, list[Sequence[float]]], *, ax: Axes | None, ylabel: str, title: str | None,
                 log: bool, legend: bool) -> Figure:
     """One colour and dash per label; several series under one label (seeds) are thin lines, labelled once."""
-    fig, ax = _new_axes(ax, (5.0, 3.4))
+    fig, ax = _new_axes(fn, ax, (5.0, 3.4))
     for index, (label, group) in enumerate(series.items()):
         for seed_index, values in enumerate(group):
             ax.plot(range(len(values)), values, color=_RUN_COLOURS[index % len(_RUN_COLOURS)],
@@ -115,7 +115,7 @@ def plot_steps(
         if not all(group) or not all(isinstance(v, (int, float)) for seq in group for v in seq):
             raise TypeError(f"{fn}(): expected numbers, one per step, for {label!r}; got {str(run)[:60]}")
         series[str(label)] = group
-    return _draw_steps(series, ax=ax, ylabel=ylabel, title=title, log=log, legend=True)
+    return _draw_steps(fn, series, ax=ax, ylabel=ylabel, title=title, log=log, legend=True)
 
 
 def plot_training_curves(
@@ -139,7 +139,7 @@ def plot_training_curves(
         fig = Figure(figsize=(4.2 * len(metrics), 3.3), layout="constrained")
         axes = list(fig.subplots(1, len(metrics), squeeze=False)[0])
     else:
-        axes = list(ax)
+        axes = _check_axes_list(fn, ax)
         if len(axes) != len(metrics):
             raise ValueError(f"{fn}(): expected one Axes per metric ({len(metrics)}), got {len(axes)}")
         fig = axes[0].figure
@@ -169,7 +169,7 @@ def plot_layer_grad_norms(
     check_positive_int(fn, "first", first)
     parts = list(dict.fromkeys(p for group in runs.values() for h in group for p in h.layer_grad_norm))
     parts.sort(key=lambda p: p == "head")  # the output layer last, also when only some runs have a final norm
-    fig, ax = _new_axes(ax, (max(5.0, 1.0 + 0.9 * len(parts)), 3.4))
+    fig, ax = _new_axes(fn, ax, (max(5.0, 1.0 + 0.9 * len(parts)), 3.4))
     width = 0.8 / len(runs)
     for index, (label, group) in enumerate(runs.items()):
         means = []

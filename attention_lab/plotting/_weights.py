@@ -9,7 +9,7 @@ import torch
 from matplotlib.axes import Axes
 
 from .._validation import check_positive_int
-from ._base import WEIGHTS_CMAP, _as_matrix, _new_axes, _set_token_ticks
+from ._base import WEIGHTS_CMAP, _as_matrix, _check_axes_list, _new_axes, _set_token_ticks
 from ._fonts import Figure
 
 
@@ -36,7 +36,7 @@ def plot_attention(
     matrix = _as_matrix(fn, weights)
     n_i, n_j = matrix.shape
     side = min(9.0, 2.5 + 0.3 * max(n_i, n_j))
-    fig, ax = _new_axes(ax, (side + 1.0, side))
+    fig, ax = _new_axes(fn, ax, (side + 1.0, side))
     image = ax.imshow(matrix.numpy(), cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest", aspect="auto")
     _set_token_ticks(fn, ax, "x", n_j, key_labels)
     _set_token_ticks(fn, ax, "y", n_i, query_labels)
@@ -183,7 +183,7 @@ def _new_panels(n_layers: int, n_heads: int, ncols: int, cells: int, title: str 
 
 def _given_panels(fn: str, ax: Sequence[Axes], n_layers: int, n_heads: int) -> list[Axes]:
     """The caller's Axes, one per panel in row-major order (layer by layer, head by head)."""
-    panels = list(ax)
+    panels = _check_axes_list(fn, ax)
     n_panels = n_layers * n_heads
     if len(panels) != n_panels:
         raise ValueError(f"{fn}(): ax must hold one Axes per panel, got {len(panels)} Axes for "

@@ -3,8 +3,9 @@
 Each constructor's rule takes ``nb`` (blocks along the sequence) and returns ``(keep, lower)``: ``keep`` ``(r, c)``
 bool says which (query block r, key block c) pairs are computed, ``lower`` ``(r,)`` bool says which query blocks'
 diagonal block is lower-triangular (key j <= query i), as in a causal layout. The constructors in ``layout.py``
-check their arguments and bind them to one of these. After the rules: the lists of kept blocks (``kept_first``) and
-the conversion into a FlexAttention ``BlockMask``, both read from ``(keep, lower)``.
+check their arguments and bind them to one of these; ``checked`` holds a custom rule to the same contract. After the
+rules: the lists of kept blocks (``kept_first``) and the conversion into a FlexAttention ``BlockMask``, both read
+from ``(keep, lower)``.
 
 Reference: :func:`attention_lab.reference.block_sparse_attention` expands ``(keep, lower)`` into the element mask
 (``BlockLayout.to_dense``); the tests check every rule's mask against its formula per query row. How the rules
@@ -15,6 +16,8 @@ same for any sequence length with the same number of blocks.
 from __future__ import annotations
 
 import torch
+
+from ..._validation import fail
 
 Blocks = tuple[torch.Tensor, torch.Tensor]  # keep (r, c) bool, lower (r,) bool
 
@@ -27,6 +30,18 @@ def _offsets(nb: int) -> torch.Tensor:
 
 def _no_lower(nb: int) -> torch.Tensor:
     return torch.zeros(nb, dtype=torch.bool)  # (r,)
+
+
+def checked(fn: str, owner: str, blocks: object, nb: int) -> Blocks:
+    """``blocks`` as a rule must return them for nb blocks, else a ValueError in the name of ``fn``."""
+    if not (isinstance(blocks, tuple) and len(blocks) == 2 and all(isinstance(b, torch.Tensor) for b in blocks)
+            and blocks[0].dtype == blocks[1].dtype == torch.bool and blocks[0].shape == (nb, nb)
+            and blocks[1].shape == (nb,)):
+        got = (tuple(f"{tuple(b.shape)} {b.dtype}" if isinstance(b, torch.Tensor) else type(b).__name__
+                     for b in blocks) if isinstance(blocks, tuple) else f"{type(blocks).__name__}")
+        fail(fn, f"the rule of {owner} must return (keep, lower), bool tensors of shapes ({nb}, {nb}) and ({nb},) "
+                 f"for nb={nb}, got {got}; fix the rule, or build the layout with a constructor")
+    return blocks
 
 
 def local(nb: int) -> Blocks:

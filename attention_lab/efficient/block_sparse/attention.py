@@ -91,6 +91,7 @@ def block_sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                  f"k {tuple(k.shape)}; use blockwise_attention for queries and keys of different lengths")
     if n == 0:  # an empty sequence: nothing to compute, an empty output (kept connected to autograd)
         return (q @ k.transpose(-2, -1)) @ v  # (..., 0, 0) @ (..., 0, dv) -> (..., 0, dv)
+    layout._blocks(layout.n_blocks(n), fn)  # a custom rule that breaks its contract is refused here, in our name
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     if not needs_grad and q.dtype in (torch.float32, torch.float64) and q.dtype == k.dtype == v.dtype:

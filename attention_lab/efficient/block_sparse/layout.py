@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from ..._validation import check_bool, check_positive_int, check_positive_ints, fail
+from ..._validation import check_bool, check_positive_int, check_positive_ints, check_seed, fail
 from . import _rules as rules
 
 __all__ = ["BlockLayout"]
@@ -42,6 +42,9 @@ class BlockLayout:
 
     def __init__(self, block_size: int, rule: Rule, name: str):
         self.block_size = check_positive_int("BlockLayout", "block_size", block_size)
+        if not callable(rule) or not isinstance(name, str):
+            fail("BlockLayout", f"expected rule a function nb -> (keep, lower), name a str, got {type(rule).__name__} "
+                                f"and {type(name).__name__}; pass those, or use BlockLayout.local", TypeError)
         self._rule = rule
         self._name = name
         self._blocks_by_count: dict[int, rules.Blocks] = {}  # a layout never changes: its blocks are computed once
@@ -116,7 +119,7 @@ class BlockLayout:
         """
         fn = "BlockLayout.random"
         check_positive_ints(fn, block_size=block_size, per_row=per_row)
-        check_positive_int(fn, "seed", seed, minimum=0)
+        check_seed(fn, seed)
         return cls(block_size, lambda nb: rules.random(nb, per_row, seed),
                    f"random({block_size}, per_row={per_row}, seed={seed})")
 
@@ -195,11 +198,11 @@ class BlockLayout:
         name = self._name[1:-1] if self._name.startswith("(") else self._name
         return f"BlockLayout({name})"
 
-    def _blocks(self, nb: int) -> rules.Blocks:
+    def _blocks(self, nb: int, fn: str = "BlockLayout") -> rules.Blocks:
         """(keep (r, c), lower (r,)) for nb blocks, computed once per nb and kept; lower only where the diagonal
-        block is kept."""
+        block is kept. A rule that breaks this contract is refused in the name of ``fn``, the function called."""
         if nb not in self._blocks_by_count:
-            keep, lower = self._rule(nb)
+            keep, lower = rules.checked(fn, repr(self), self._rule(nb), nb)
             self._blocks_by_count[nb] = keep, lower & keep.diagonal()
         return self._blocks_by_count[nb]
 
