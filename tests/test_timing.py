@@ -4,6 +4,7 @@ The clock is replaced by scripted times where a figure is asserted, so no assert
 this machine is.
 """
 
+import time
 
 import pytest
 import torch
@@ -121,15 +122,33 @@ def test_fixed_threads_sets_and_restores_the_thread_count():
     assert torch.get_num_threads() == before
 
 
-def test_speed_states_both_figures_or_refuses(monkeypatch):
-    # rounds (a, b): (1, 2), (4, 1), (2, 1): round by round b is 2x a's speed, the fastest times say 1x
+def test_speed_gives_the_median_ratio_with_the_spread_of_its_rounds(monkeypatch):
+    # rounds (a, b): (1, 2), (4, 1), (2, 1): b's speed over a's per round 0.5, 4, 2: the rounds disagree
     scripted(monkeypatch, [1.0, 1.0, 1.0, 2.0, 4.0, 1.0, 2.0, 1.0])
-    noisy = timing.compare({"a": lambda: None, "b": lambda: None}, rounds=3, min_time=1e-9, warmup=0)
-    assert noisy.speed("b").startswith("too noisy to conclude: b ran at 2.00x a's speed round by round")
+    unsure = timing.compare({"a": lambda: None, "b": lambda: None}, rounds=3, min_time=1e-9, warmup=0).speed("b")
+    assert not unsure.conclusive and (unsure.low, unsure.median, unsure.high) == (0.5, 2.0, 4.0)
+    assert str(unsure) == ("this run cannot tell whether b is faster than a: its 3 rounds ranged from 0.50x to 4.00x "
+                           "a's speed (median 2.00x)")
     scripted(monkeypatch, [1.0, 1.0, 2.0, 1.0, 2.2, 1.0, 2.0, 1.1])
     clean = timing.compare({"a": lambda: None, "b": lambda: None}, rounds=3, min_time=1e-9, warmup=0)
-    assert clean.speed("b") == "b ran at 2.00x a's speed (median of 3 rounds; the fastest times give 2.00x)"
-    assert clean.speed("a", "b").startswith("a ran at 0.50x b's speed")
+    assert str(clean.speed("b")) == "b ran at 2.00x a's speed (median of 3 rounds, each between 1.82x and 2.20x)"
+    assert str(clean.speed("a", "b")).startswith("a ran at 0.50x b's speed")
+    assert clean.round_ratios("b") == pytest.approx([2.0, 2.2, 2.0 / 1.1])
+
+
+@pytest.mark.parametrize(("per_round", "error", "match"), [
+    ([], ValueError, "at least one ratio"), ([1.0, 0.0], ValueError, "must be > 0"), ("2x", TypeError, "sequence"),
+])
+def test_ratio_refuses_bad_input(per_round, error, match):
+    with pytest.raises(error, match=match):
+        timing.ratio(per_round)
+
+
+def test_one_thread_on_the_cpu_is_timed_by_its_cpu_time():
+    with timing.fixed_threads(1):
+        assert timing._clock() is (time.perf_counter if torch.cuda.is_available() else time.thread_time)
+    if torch.get_num_threads() > 1:
+        assert timing._clock() is time.perf_counter
 
 
 def test_sweep_best_ratio_is_the_ratio_of_fastest_times(monkeypatch):
