@@ -23,7 +23,8 @@ from .._validation import fail
 from ..i18n import Message, msg
 from .labels import label
 
-__all__ = ["Conclusion", "Crossover", "Growth", "Slope", "agree", "crossover", "fit_slope", "growth", "with_committed"]
+__all__ = ["FLAT_BELOW", "Conclusion", "Crossover", "Growth", "Slope", "agree", "crossover", "fit_slope", "growth",
+           "with_committed"]
 
 
 def agree(ratio: float, best_ratio: float, *, tolerance: float = 0.25) -> bool:
@@ -165,8 +166,12 @@ def _t975(dof: int) -> float:
     return _T975[dof - 1] if dof <= len(_T975) else 1.96 + 2.4 / dof  # within 0.01 of the table beyond 10
 
 
+FLAT_BELOW = 0.5
+"""An exponent p of time ~ n^p between -FLAT_BELOW and FLAT_BELOW is flat: slower growth than sqrt(n)."""
+
+
 def fit_slope(lengths: Sequence[float], times: Sequence[float], *, name: str = "time",
-              flat_below: float = 0.5) -> Slope:
+              flat_below: float = FLAT_BELOW) -> Slope:
     """Fit log(time) = p log(n) + c and report p with its 95% interval, from the residuals of the fit.
 
     The interval decides what the figures say: above 0, ``name`` grows as n^p; below 0, it falls; around 0 and

@@ -7,7 +7,7 @@ a call down, so the fastest call is the least disturbed. With one torch thread o
 programs hold its core: on a busy laptop that is most of the noise. Ratios are taken against a baseline measured
 in the same rounds, never between two separately timed numbers. :func:`sweep` does this for each sequence length.
 
-:func:`ratio` concludes from the rounds of a comparison: the median ratio with the spread of its rounds. The other
+:func:`ratio` concludes from the rounds of a comparison: the median ratio with the middle half of its rounds. The other
 conclusions drawn from these figures (a crossover, a fitted slope) are in :mod:`attention_lab.measure.conclusions`.
 :func:`fixed_threads` holds torch's thread count fixed while a cell times,
 and :func:`thread_report` says what it was. This is the package's one timer: lessons, benchmarks and the long-range
@@ -31,7 +31,7 @@ from ..i18n import msg
 from .conclusions import Conclusion, _numbers
 from .labels import label
 
-__all__ = ["LESSON_THREADS", "Comparison", "Ratio", "Sweep", "compare", "fixed_threads", "ratio", "sweep",
+__all__ = ["LESSON_THREADS", "SAME_SPEED", "Comparison", "Ratio", "Sweep", "compare", "fixed_threads", "ratio", "sweep",
            "thread_report"]
 
 LESSON_THREADS = 1
@@ -114,10 +114,8 @@ class Comparison:
 @dataclass(frozen=True)
 class Ratio(Conclusion):
     """How much faster ``name`` ran than a baseline timed in the same interleaved rounds: the median of the
-    per-round ratios (baseline time / ``name`` time) and their range. Conclusive when every round says the same
-    (all above 1: faster; all below: slower).
-
-    Shape: no tensors.
+    per-round ratios (baseline time / ``name`` time) and the range of the middle half of the rounds, ``low`` to
+    ``high`` (the quartiles: a round a burst of other work hit lands outside it). Shape: no tensors.
     """
 
     median: float
@@ -128,8 +126,16 @@ class Ratio(Conclusion):
     message: str
 
 
+SAME_SPEED = 1.25
+"""Two variants ran at about the same speed when the middle half of their rounds lies within 1 / 1.25 ... 1.25."""
+
+
 def ratio(per_round: Sequence[float], *, name: str = "the variant", baseline: str = "the baseline") -> Ratio:
-    """The conclusion of a ratio measured in interleaved rounds: its median, with the spread of the rounds.
+    """The conclusion of a ratio measured in interleaved rounds: its median, with the middle half of the rounds.
+
+    Faster when that middle half lies above 1, slower when below, about the same speed when it lies within
+    1 / :data:`SAME_SPEED` ... :data:`SAME_SPEED`; otherwise this run cannot tell (``conclusive=False``). With
+    three rounds or fewer the middle half is every round.
 
     Shape: one ratio per round, each baseline time / ``name`` time.
     """
@@ -139,17 +145,22 @@ def ratio(per_round: Sequence[float], *, name: str = "the variant", baseline: st
         fail(fn, "per_round must hold at least one ratio, got an empty sequence")
     if values[0] <= 0:
         fail(fn, f"ratios must be > 0 (a time divided by a time), got {values}")
-    median = values[len(values) // 2]
-    low, high = values[0], values[-1]
+    quarter = (len(values) - 1) // 4
+    median, low, high = values[len(values) // 2], values[quarter], values[-1 - quarter]
     said = {"name": label(name), "baseline": label(baseline), "median": median, "low": low, "high": high,
             "rounds": len(values)}
-    if (low > 1) == (high > 1):
+    if low > 1 or high < 1:
         return Ratio(median, low, high, len(values), True,
-                     msg("{name} ran at {median:.2f}x {baseline}'s speed (median of {rounds} rounds, each between "
-                         "{low:.2f}x and {high:.2f}x)", **said))
+                     msg("{name} ran at {median:.2f}x {baseline}'s speed (median of {rounds} rounds; the middle "
+                         "half between {low:.2f}x and {high:.2f}x)", **said))
+    if 1 / SAME_SPEED <= low and high <= SAME_SPEED:
+        return Ratio(median, low, high, len(values), True,
+                     msg("{name} and {baseline} ran at about the same speed ({median:.2f}x, median of {rounds} "
+                         "rounds; the middle half between {low:.2f}x and {high:.2f}x)", **said))
     return Ratio(median, low, high, len(values), False,
-                 msg("this run cannot tell whether {name} is faster than {baseline}: its {rounds} rounds ranged "
-                     "from {low:.2f}x to {high:.2f}x {baseline}'s speed (median {median:.2f}x)", **said))
+                 msg("this run cannot tell whether {name} is faster than {baseline}: the middle half of its "
+                     "{rounds} rounds ranged from {low:.2f}x to {high:.2f}x {baseline}'s speed (median "
+                     "{median:.2f}x)", **said))
 
 
 def _median_ratio(reference: Sequence[float], mine: Sequence[float]) -> float:
