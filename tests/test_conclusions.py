@@ -213,6 +213,21 @@ def test_crossover_cannot_tell_when_the_fastest_times_say_otherwise():
         conclusions.crossover(LENGTHS, [0.3, 0.5, 1.3, 3.2], best_ratios=[1.0])
 
 
+def test_a_tie_between_slower_and_faster_lengths_still_gives_the_crossover():
+    # lesson 10 at load 5: block-sparse 0.64x at 512, at 768 1.02x by the rounds but 0.98x by the fastest times
+    lengths = [256, 512, 768, 1024, 2048]
+    result = conclusions.crossover(lengths, [0.3, 0.64, 1.02, 1.54, 3.1], best_ratios=[0.3, 0.6, 0.98, 1.5, 3.0],
+                                   name="sparse", baseline="dense")
+    assert result.conclusive and result.n == 1024
+    assert result.message.startswith("sparse overtakes dense at n = 1024 (1.54x there) and stays faster up to n = "
+                                     "2048; about equal at n = 768, where the round-by-round ratio and the fastest")
+    at_the_start = conclusions.crossover(lengths, [1.01, 1.2, 1.5, 2, 3], best_ratios=[0.99, 1.2, 1.5, 2, 3])
+    assert at_the_start.conclusive and at_the_start.n == 512
+    for ratios, best in (([0.5, 0.9, 1.2, 0.95, 2.0], [0.5, 0.9, 1.2, 1.05, 2.0]),  # a tie after a faster length
+                         ([0.5, 1.2, 1.5, 2.0, 1.01], [0.5, 1.2, 1.5, 2.0, 0.99])):  # a tie at the end
+        assert not conclusions.crossover(lengths, ratios, best_ratios=best).conclusive
+
+
 def test_crossover_everywhere_names_the_peak_when_it_is_not_at_the_last_length():
     # lesson 03's sweep peaked at 256 and fell after: "up to n = 512 (7.67x)" read as a maximum
     result = conclusions.crossover([32, 64, 128, 256, 512], [2.05, 4.0, 8.1, 11.2, 7.67])

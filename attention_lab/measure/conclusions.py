@@ -90,7 +90,9 @@ def crossover(lengths: Sequence[int], ratios: Sequence[float], *, name: str = "t
     more than once, e.g. faster at 256, slower at 512, faster from 1024 on) this run cannot tell
     (``conclusive=False``), since a real crossover happens once. A variant faster at the small lengths
     and slower from some length on has no crossover (``n`` None). ``best_ratios`` (baseline's fastest time / the
-    variant's, per length) must say "faster" at the same lengths as ``ratios``, or this run cannot tell.
+    variant's, per length) should say "faster" at the same lengths as ``ratios``: a length where they disagree is a
+    tie, which is conclusive only between the lengths where the variant is slower and those where it is faster
+    (a contiguous run, after which it is faster to the last length); anywhere else this run cannot tell.
 
     Shape: two sequences of equal length, ``lengths`` increasing.
     """
@@ -101,45 +103,48 @@ def crossover(lengths: Sequence[int], ratios: Sequence[float], *, name: str = "t
     if any(r <= 0 for r in values):
         fail(fn, f"ratios must be > 0 (a time divided by a time), got {values}")
     shown = ", ".join(f"n={n}: {r:.2f}x" for n, r in zip(lengths, values))
+    said = {"name": name, "baseline": baseline, "shown": shown, "last": lengths[-1]}
     faster = [r > 1 for r in values]
     if best_ratios is not None:
         best = _numbers(fn, "best_ratios", best_ratios)
         _increasing_lengths(fn, lengths, best, "best_ratios")
-        split = [n for n, r, b in zip(lengths, values, best) if (r > 1) != (b > 1)]
+        split = [k for k, (r, b) in enumerate(zip(values, best)) if (r > 1) != (b > 1)]  # about equal there
+        ahead = [k for k in range(len(values)) if values[k] > 1 and k not in split]
+        if split and ahead and ahead == list(range(split[-1] + 1, len(values))) and split == list(
+                range(split[0], split[-1] + 1)) and not any(values[k] > 1 for k in range(split[0]) if k not in split):
+            at = ahead[0]  # the ties sit between the lengths where it is slower and those where it is faster
+            return Crossover(lengths[at], True, msg("{name} overtakes {baseline} at n = {at} ({ratio:.2f}x there) "
+                                                    "and stays faster up to n = {last}; about equal at n = {ties}, "
+                                                    "where the round-by-round ratio and the fastest times disagree "
+                                                    "({shown})", at=lengths[at], ratio=values[at],
+                                                    ties=", ".join(str(lengths[k]) for k in split), **said))
         if split:
             return Crossover(None, False, msg("this run cannot tell where {name} overtakes {baseline}: at n = "
                                               "{lengths} the round-by-round ratio and the fastest times disagree "
-                                              "on which is faster",
-                                              lengths=", ".join(map(str, split)), name=name, baseline=baseline))
-    flips = sum(a != b for a, b in zip(faster, faster[1:]))
-    if flips > 1:
+                                              "on which is faster", lengths=", ".join(str(lengths[k]) for k in split),
+                                              name=name, baseline=baseline))
+    if sum(a != b for a, b in zip(faster, faster[1:])) > 1:
         return Crossover(None, False, msg("this run cannot tell where {name} overtakes {baseline}: it is faster at "
-                                          "some lengths and slower at others ({shown})",
-                                          name=name, baseline=baseline, shown=shown))
+                                          "some lengths and slower at others ({shown})", **said))
     if all(faster):
         peak = max(range(len(values)), key=values.__getitem__)
         return Crossover(lengths[0], True, msg("{name} is faster than {baseline} at every measured length, from "
                                                "n = {first} to n = {last} ({shown}; the largest gap, {peak:.2f}x, "
-                                               "at n = {peak_n})", name=name, baseline=baseline, first=lengths[0],
-                                               last=lengths[-1], shown=shown, peak=values[peak],
-                                               peak_n=lengths[peak]))
+                                               "at n = {peak_n})", first=lengths[0], peak=values[peak],
+                                               peak_n=lengths[peak], **said))
     if not any(faster):
         return Crossover(None, True, msg("{name} is not faster than {baseline} at any measured length up to "
-                                         "n = {last} ({ratio:.2f}x there)", name=name, baseline=baseline,
-                                         last=lengths[-1], ratio=values[-1]))
+                                         "n = {last} ({ratio:.2f}x there)", ratio=values[-1], **said))
     first = faster.index(not faster[0])  # where the single flip happens
+    around = {"before": lengths[first - 1], "before_ratio": values[first - 1], **said}
     if not faster[-1]:
         return Crossover(None, True, msg("{name} is faster than {baseline} up to n = {before} ({before_ratio:.2f}x) "
                                          "but slower from n = {after} on ({after_ratio:.2f}x): it does not stay "
-                                         "ahead ({shown})", name=name, baseline=baseline, before=lengths[first - 1],
-                                         before_ratio=values[first - 1], after=lengths[first],
-                                         after_ratio=values[first], shown=shown))
+                                         "ahead ({shown})", after=lengths[first], after_ratio=values[first], **around))
     return Crossover(lengths[first], True, msg("{name} overtakes {baseline} at n = {at} ({ratio:.2f}x there, "
                                                "{before_ratio:.2f}x at n = {before}) and stays faster up to "
-                                               "n = {last} ({shown})", name=name, baseline=baseline,
-                                               at=lengths[first], ratio=values[first],
-                                               before_ratio=values[first - 1], before=lengths[first - 1],
-                                               last=lengths[-1], shown=shown))
+                                               "n = {last} ({shown})", at=lengths[first], ratio=values[first],
+                                               **around))
 
 
 @dataclass(frozen=True)
@@ -166,8 +171,7 @@ def _t975(dof: int) -> float:
     return _T975[dof - 1] if dof <= len(_T975) else 1.96 + 2.4 / dof  # within 0.01 of the table beyond 10
 
 
-FLAT_BELOW = 0.5
-"""An exponent p of time ~ n^p between -FLAT_BELOW and FLAT_BELOW is flat: slower growth than sqrt(n)."""
+FLAT_BELOW = 0.5  # an exponent p of time ~ n^p between -FLAT_BELOW and FLAT_BELOW is flat: slower than sqrt(n)
 
 
 def fit_slope(lengths: Sequence[float], times: Sequence[float], *, name: str = "time",
@@ -228,8 +232,7 @@ class Growth(Conclusion):
     """How a quantity that is exact, not timed (a peak memory, a count), grows with n over the whole measured range.
 
     ``factor`` is the last value over the first, ``exponent`` the p of value ~ n^p fitted by least squares to every
-    point (one step that jumps does not decide it), ``kind`` one of "less than linear", "about linear", "between
-    linear and quadratic", "about quadratic", "faster than quadratic".
+    point (one step that jumps does not decide it), ``kind`` one of the names of :data:`_KINDS`.
 
     Shape: no tensors; ``span`` is the first and last length.
     """
