@@ -156,10 +156,11 @@ def test_ratio_refuses_bad_input(per_round, error, match):
 
 
 def test_one_thread_on_the_cpu_is_timed_by_its_cpu_time():
+    # a call that sleeps takes wall time but no CPU time: with one thread the timer reads the thread's CPU time
     with timing.fixed_threads(1):
-        assert timing._clock() is (time.perf_counter if torch.cuda.is_available() else time.thread_time)
-    if torch.get_num_threads() > 1:
-        assert timing._clock() is time.perf_counter
+        asleep = timing.compare({"sleep": lambda: time.sleep(0.02)}, rounds=1, min_time=1e-9, warmup=0)
+        assert "by the CPU time of the thread" in timing.thread_report()
+    assert asleep.best_s["sleep"] < 0.01 or torch.cuda.is_available()
 
 
 def test_sweep_best_ratio_is_the_ratio_of_fastest_times(monkeypatch):
