@@ -331,7 +331,7 @@ _CONCLUDING = re.compile(r"\b(crossover|fit_slope|growth|with_committed)\(")
 # The machine a committed benchmark ran on, quoted as its CSV records it ("AMD EPYC, 2 logical cores, 2 threads, ...")
 _MACHINES = sorted({read_results(path).machine for path in (ROOT / "benchmarks" / "results").glob("*.csv")} - {""},
                    key=len, reverse=True)
-_KEPT_LATIN = {"torch", "Performer"}  # a library's and a method's names, written in Latin in Chinese text too
+_KEPT_LATIN = {"torch", "Performer", "softmax"}  # names written in Latin in Chinese text too (docs/glossary.md)
 
 
 def untranslated_words(line: str) -> list[str]:

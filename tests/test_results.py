@@ -87,7 +87,7 @@ def test_the_cost_benchmark_writes_a_csv_the_reader_reads(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "1 torch thread(s)" in done.stdout
-    assert "'s time grows as n^" in done.stdout or "too noisy to conclude" in done.stdout  # the fitted slopes
+    assert "'s time goes as n^" in done.stdout  # the fitted slopes, of two lengths
     results = read_results(path)
     assert [(r["n"], r["variant"]) for r in results.rows] == [
         (n, name) for n in ("16", "32")

@@ -4,6 +4,7 @@ The clock is replaced by scripted times where a figure is asserted, so no assert
 this machine is.
 """
 
+import time
 
 import pytest
 import torch
@@ -121,15 +122,45 @@ def test_fixed_threads_sets_and_restores_the_thread_count():
     assert torch.get_num_threads() == before
 
 
-def test_speed_states_both_figures_or_refuses(monkeypatch):
-    # rounds (a, b): (1, 2), (4, 1), (2, 1): round by round b is 2x a's speed, the fastest times say 1x
+def test_speed_gives_the_median_ratio_with_the_spread_of_its_rounds(monkeypatch):
+    # rounds (a, b): (1, 2), (4, 1), (2, 1): b's speed over a's per round 0.5, 4, 2: the rounds disagree
     scripted(monkeypatch, [1.0, 1.0, 1.0, 2.0, 4.0, 1.0, 2.0, 1.0])
-    noisy = timing.compare({"a": lambda: None, "b": lambda: None}, rounds=3, min_time=1e-9, warmup=0)
-    assert noisy.speed("b").startswith("too noisy to conclude: b ran at 2.00x a's speed round by round")
+    unsure = timing.compare({"a": lambda: None, "b": lambda: None}, rounds=3, min_time=1e-9, warmup=0).speed("b")
+    assert not unsure.conclusive and (unsure.low, unsure.median, unsure.high) == (0.5, 2.0, 4.0)
+    assert str(unsure) == ("this run cannot tell whether b is faster than a: the middle half of its 3 rounds ranged "
+                           "from 0.50x to 4.00x a's speed (median 2.00x)")
     scripted(monkeypatch, [1.0, 1.0, 2.0, 1.0, 2.2, 1.0, 2.0, 1.1])
     clean = timing.compare({"a": lambda: None, "b": lambda: None}, rounds=3, min_time=1e-9, warmup=0)
-    assert clean.speed("b") == "b ran at 2.00x a's speed (median of 3 rounds; the fastest times give 2.00x)"
-    assert clean.speed("a", "b").startswith("a ran at 0.50x b's speed")
+    assert str(clean.speed("b")) == ("b ran at 2.00x a's speed (median of 3 rounds; the middle half between 1.82x "
+                                     "and 2.20x)")
+    assert str(clean.speed("a", "b")).startswith("a ran at 0.50x b's speed")
+    assert clean.round_ratios("b") == pytest.approx([2.0, 2.2, 2.0 / 1.1])
+
+
+def test_ratio_looks_at_the_middle_half_of_the_rounds():
+    # a busy machine: two rounds of nine hit by other work, one each way (the benchmark's batch-16 cache update)
+    busy = timing.ratio([0.3, 12.0, 12.5, 13.0, 15.7, 14.0, 12.4, 13.5, 60.0], name="p", baseline="c")
+    assert busy.conclusive and (busy.low, busy.median, busy.high) == (12.4, 13.0, 14.0)
+    same = timing.ratio([0.9, 1.05, 0.97, 1.1, 0.3, 1.02, 2.5], name="p", baseline="c")
+    assert same.conclusive and str(same).startswith("p and c ran at about the same speed (1.02x, median of 7 rounds")
+    unsure = timing.ratio([0.7, 0.9, 1.4, 1.6, 1.2])
+    assert not unsure.conclusive and (unsure.low, unsure.high) == (0.9, 1.4)
+
+
+@pytest.mark.parametrize(("per_round", "error", "match"), [
+    ([], ValueError, "at least one ratio"), ([1.0, 0.0], ValueError, "must be > 0"), ("2x", TypeError, "sequence"),
+])
+def test_ratio_refuses_bad_input(per_round, error, match):
+    with pytest.raises(error, match=match):
+        timing.ratio(per_round)
+
+
+def test_one_thread_on_the_cpu_is_timed_by_its_cpu_time():
+    # a call that sleeps takes wall time but no CPU time: with one thread the timer reads the thread's CPU time
+    with timing.fixed_threads(1):
+        asleep = timing.compare({"sleep": lambda: time.sleep(0.02)}, rounds=1, min_time=1e-9, warmup=0)
+        assert "by the CPU time of the thread" in timing.thread_report()
+    assert asleep.best_s["sleep"] < 0.01 or torch.cuda.is_available()
 
 
 def test_sweep_best_ratio_is_the_ratio_of_fastest_times(monkeypatch):

@@ -30,9 +30,10 @@ LABELS: dict[str, Message] = {message.template: message for message in (
     msg("flex_attention (sliding, compiled)"),
     # lesson 10: efficient attention
     msg("linear"), msg("linear's time"), msg("performer (256 features)"), msg("block-sparse sliding"),
-    msg("SDPA (dense)'s time"),
+    msg("SDPA (dense)'s time"), msg("a softmax step's time"), msg("a linear step's time"),
     # lesson 11: generating with and without a cache
     msg("the cache"), msg("recomputation"), msg("the cache's time per token"), msg("recomputation's time per token"),
+    msg("the pre-allocated cache"), msg("the concatenated cache"),
 )}
 
 

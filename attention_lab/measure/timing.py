@@ -2,11 +2,14 @@
 
 :func:`compare` times several variants in interleaved rounds (A, B, C, A, B, C, ...), so that a burst of other work on
 the machine slows every variant alike, and keeps the fastest of the rounds per variant: other programs only ever slow
-a call down, so the fastest call is the least disturbed. Ratios are taken against a baseline measured in the same
-rounds, never between two separately timed numbers. :func:`sweep` does this for each sequence length.
+a call down, so the fastest call is the least disturbed. With one torch thread on the CPU (the lessons'
+:data:`LESSON_THREADS`) the clock is the CPU time of the thread doing the work, which leaves out the time other
+programs hold its core: on a busy laptop that is most of the noise. Ratios are taken against a baseline measured
+in the same rounds, never between two separately timed numbers. :func:`sweep` does this for each sequence length.
 
-The conclusions drawn from these figures (a crossover, a fitted slope, or "too noisy to conclude") are in
-:mod:`attention_lab.measure.conclusions`. :func:`fixed_threads` holds torch's thread count fixed while a cell times,
+:func:`ratio` concludes from the rounds of a comparison: the median ratio with the middle half of its rounds. The other
+conclusions drawn from these figures (a crossover, a fitted slope) are in :mod:`attention_lab.measure.conclusions`.
+:func:`fixed_threads` holds torch's thread count fixed while a cell times,
 and :func:`thread_report` says what it was. This is the package's one timer: lessons, benchmarks and the long-range
 harness all time with :func:`compare` or :func:`sweep`.
 """
@@ -25,10 +28,11 @@ import torch
 
 from .._validation import check_choice, check_number, check_positive_int, fail
 from ..i18n import msg
-from .conclusions import agree
+from .conclusions import Conclusion, _numbers
 from .labels import label
 
-__all__ = ["LESSON_THREADS", "Comparison", "Sweep", "compare", "fixed_threads", "sweep", "thread_report"]
+__all__ = ["LESSON_THREADS", "SAME_SPEED", "Comparison", "Ratio", "Sweep", "compare", "fixed_threads", "ratio", "sweep",
+           "thread_report"]
 
 LESSON_THREADS = 1
 """The torch threads every timing cell of a lesson uses (``with fixed_threads(LESSON_THREADS):``). One thread,
@@ -38,9 +42,13 @@ benchmark scripts use 2 threads pinned to 2 quiet cores (``benchmarks/``), and s
 
 
 def thread_report() -> str:
-    """One line naming the threads torch uses here and the machine's logical cores. Shape: a string."""
-    return str(msg("timed with {threads} torch thread(s) on a machine with {cores} logical core(s)",
-                   threads=torch.get_num_threads(), cores=os.cpu_count()))
+    """One line naming the threads torch uses here, the machine's logical cores and the clock a timing reads
+    (:func:`compare`'s). Shape: a string."""
+    said = {"threads": torch.get_num_threads(), "cores": os.cpu_count()}
+    if _clock() is time.thread_time:
+        return str(msg("timed with {threads} torch thread(s) on a machine with {cores} logical core(s), by the CPU "
+                       "time of the thread that runs them (time other programs hold the core is not counted)", **said))
+    return str(msg("timed with {threads} torch thread(s) on a machine with {cores} logical core(s)", **said))
 
 
 @contextlib.contextmanager
@@ -79,25 +87,23 @@ class Comparison:
     def ratio_between(self, name: str, reference: str) -> float:
         """reference time / ``name`` time (above 1: ``name`` is faster), the median over rounds of the ratio
         within one round. Shape: a float."""
+        per_round = sorted(self.round_ratios(name, reference))
+        return per_round[len(per_round) // 2]
+
+    def round_ratios(self, name: str, reference: str | None = None) -> list[float]:
+        """reference time / ``name`` time in each round (default reference: the baseline). Shape: one float per
+        round."""
+        reference = self.baseline if reference is None else reference
         for which in (name, reference):
             if which not in self.rounds_s:
                 fail("Comparison.ratio_between", f"expected one of {list(self.rounds_s)}, got {which!r}")
-        return _median_ratio(self.rounds_s[reference], self.rounds_s[name])
+        return [ref / own for ref, own in zip(self.rounds_s[reference], self.rounds_s[name], strict=True)]
 
-    def speed(self, name: str, reference: str | None = None, *, tolerance: float = 0.25) -> str:
-        """``name``'s speed over ``reference``'s (default: the baseline) as a sentence, or "too noisy to conclude"
-        when the round-by-round ratio and the ratio of the fastest times disagree (on which is faster, or by more
-        than ``tolerance``). Shape: a string."""
+    def speed(self, name: str, reference: str | None = None) -> Ratio:
+        """``name``'s speed over ``reference``'s (default: the baseline), from the rounds: :func:`ratio`.
+        Shape: no tensors."""
         reference = self.baseline if reference is None else reference
-        within, best = self.ratio_between(name, reference), self.best_s[reference] / self.best_s[name]
-        name, reference = label(name), label(reference)  # as the conclusions print them
-        if not agree(within, best, tolerance=tolerance):
-            return str(msg("too noisy to conclude: {name} ran at {within:.2f}x {reference}'s speed round by round, "
-                           "but the fastest times give {best:.2f}x; rerun on a quieter machine", name=name,
-                           within=within, reference=reference, best=best))
-        return str(msg("{name} ran at {within:.2f}x {reference}'s speed (median of {rounds} rounds; the fastest "
-                       "times give {best:.2f}x)", name=name, within=within, reference=reference, rounds=self.rounds,
-                       best=best))
+        return ratio(self.round_ratios(name, reference), name=name, baseline=reference)
 
     def __str__(self) -> str:
         lines = [f"{name:<28} {seconds * 1e3:9.3f} ms  {self.ratio[name]:7.2f}x {self.baseline}'s speed"
@@ -105,20 +111,79 @@ class Comparison:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Ratio(Conclusion):
+    """How much faster ``name`` ran than a baseline timed in the same interleaved rounds: the median of the
+    per-round ratios (baseline time / ``name`` time) and the range of the middle half of the rounds, ``low`` to
+    ``high`` (the quartiles: a round a burst of other work hit lands outside it). Shape: no tensors.
+    """
+
+    median: float
+    low: float
+    high: float
+    rounds: int
+    conclusive: bool
+    message: str
+
+
+SAME_SPEED = 1.25
+"""Two variants ran at about the same speed when the middle half of their rounds lies within 1 / 1.25 ... 1.25."""
+
+
+def ratio(per_round: Sequence[float], *, name: str = "the variant", baseline: str = "the baseline") -> Ratio:
+    """The conclusion of a ratio measured in interleaved rounds: its median, with the middle half of the rounds.
+
+    Faster when that middle half lies above 1, slower when below, about the same speed when it lies within
+    1 / :data:`SAME_SPEED` ... :data:`SAME_SPEED`; otherwise this run cannot tell (``conclusive=False``). With
+    three rounds or fewer the middle half is every round.
+
+    Shape: one ratio per round, each baseline time / ``name`` time.
+    """
+    fn = "ratio"
+    values = sorted(_numbers(fn, "per_round", per_round))
+    if not values:
+        fail(fn, "per_round must hold at least one ratio, got an empty sequence")
+    if values[0] <= 0:
+        fail(fn, f"ratios must be > 0 (a time divided by a time), got {values}")
+    quarter = (len(values) - 1) // 4
+    median, low, high = values[len(values) // 2], values[quarter], values[-1 - quarter]
+    said = {"name": label(name), "baseline": label(baseline), "median": median, "low": low, "high": high,
+            "rounds": len(values)}
+    if low > 1 or high < 1:
+        return Ratio(median, low, high, len(values), True,
+                     msg("{name} ran at {median:.2f}x {baseline}'s speed (median of {rounds} rounds; the middle "
+                         "half between {low:.2f}x and {high:.2f}x)", **said))
+    if 1 / SAME_SPEED <= low and high <= SAME_SPEED:
+        return Ratio(median, low, high, len(values), True,
+                     msg("{name} and {baseline} ran at about the same speed ({median:.2f}x, median of {rounds} "
+                         "rounds; the middle half between {low:.2f}x and {high:.2f}x)", **said))
+    return Ratio(median, low, high, len(values), False,
+                 msg("this run cannot tell whether {name} is faster than {baseline}: the middle half of its "
+                     "{rounds} rounds ranged from {low:.2f}x to {high:.2f}x {baseline}'s speed (median "
+                     "{median:.2f}x)", **said))
+
+
 def _median_ratio(reference: Sequence[float], mine: Sequence[float]) -> float:
     per_round = sorted(ref / own for ref, own in zip(reference, mine, strict=True))
     return per_round[len(per_round) // 2]
 
 
+def _clock() -> Callable[[], float]:
+    """The clock of a timing: with one torch thread on the CPU, the work runs in the calling thread, and that
+    thread's CPU time leaves out the moments other programs held its core; otherwise the wall clock."""
+    return time.thread_time if torch.get_num_threads() == 1 and not torch.cuda.is_available() else time.perf_counter
+
+
 def _time_once(fn: Callable[[], Any], number: int) -> float:
+    clock = _clock()
     if torch.cuda.is_available():
         torch.cuda.synchronize()
-    start = time.perf_counter()
+    start = clock()
     for _ in range(number):
         fn()
     if torch.cuda.is_available():
         torch.cuda.synchronize()
-    return (time.perf_counter() - start) / number
+    return (clock() - start) / number
 
 
 def compare(variants: Mapping[str, Callable[[], Any]], *, baseline: str | None = None, rounds: int = 5,

@@ -40,7 +40,7 @@ def plot_time_vs_length(
     """Time against n on log-log axes, one line per variant; the legend gives each line's fitted slope.
 
     A cost growing as n^p is a straight line of slope p here; the slope is fitted on the points with n >= fit_from
-    by :func:`~attention_lab.measure.conclusions.fit_slope`, and a series it calls too noisy gets no slope in the
+    by :func:`~attention_lab.measure.conclusions.fit_slope`, and a series it cannot decide gets no slope in the
     legend (the cell's printed conclusion says why).
 
     Shape: ``lengths`` (n,), each ``times_s[name]`` (n,) in seconds.
@@ -53,7 +53,7 @@ def plot_time_vs_length(
         label = name
         if len(fit) >= 2:
             slope = fit_slope([n for n, _ in fit], [t for _, t in fit])
-            label += f" (slope {slope.slope:.2f})" if slope.conclusive else " (too noisy for a slope)"
+            label += f" (slope {slope.slope:.2f})" if slope.conclusive else " (no slope: this run cannot tell)"
         ax.plot(lengths, ms, marker=_COST_MARKERS[index % len(_COST_MARKERS)], label=label)
     _length_axis(ax, lengths)
     _finish_axes(ax, xlabel="sequence length n (tokens)", ylabel="time per call (ms)", title=title)
