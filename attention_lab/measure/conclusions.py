@@ -61,23 +61,23 @@ class Crossover(Conclusion):
 def _numbers(fn: str, what: str, values: object) -> list[float]:
     """A non-empty sequence of finite real numbers (bools refused), as floats."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-        fail(fn, f"{what} must be a sequence of numbers, got {type(values).__name__}", TypeError)
+        fail(fn, f"{what} must be a sequence of numbers, got {type(values).__name__}; pass a list", TypeError)
     if any(isinstance(x, bool) or not isinstance(x, numbers.Real) for x in values):
-        fail(fn, f"{what} must hold only numbers, got {list(values)!r}", TypeError)
+        fail(fn, f"{what} must hold only numbers, got {list(values)!r}; convert each with float()", TypeError)
     floats = [float(x) for x in values]
     if not all(map(math.isfinite, floats)):
-        fail(fn, f"{what} must be finite, got {floats}")
+        fail(fn, f"{what} must be finite, got {floats}; drop or re-measure the NaN/inf entries")
     return floats
 
 
 def _increasing_lengths(fn: str, lengths: object, others: Sequence[float], what: str) -> list[float]:
     xs = _numbers(fn, "lengths", lengths)
     if len(xs) != len(others) or not xs:
-        fail(fn, f"expected lengths and {what} of equal, non-zero length, got {len(xs)} and {len(others)}")
+        fail(fn, f"expected one of the {what} per length, got {len(xs)} and {len(others)}; pass equal, non-empty lists")
     if any(b <= a for a, b in zip(xs, xs[1:])):
         fail(fn, f"lengths must increase, got {list(lengths)}; sort them (and the {what} with them)")
     if min(xs) <= 0:
-        fail(fn, f"lengths must be > 0, got {list(lengths)}")
+        fail(fn, f"lengths must be > 0, got {list(lengths)}; drop the lengths <= 0")
     return xs
 
 
