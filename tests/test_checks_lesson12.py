@@ -175,3 +175,83 @@ def test_top_p_turns_errors_into_hints():
     rejects(check.top_p_probabilities, lambda logits, p: logits.view(7, -1), match="RuntimeError")
     rejects(check.top_p_probabilities, lambda logits, p: None, match="None")
     rejects(check.top_p_probabilities, torch.zeros(6), match="define a function top_p_probabilities")
+
+
+# ---- exercise 3: the share on earlier occurrences of the same character ----
+
+def repeat_share(weights, ids, *, diagonal=-1, over_all=False):
+    n = ids.shape[-1]
+    same = (ids[:, :, None] == ids[:, None, :]) & torch.ones(n, n, dtype=torch.bool).tril(diagonal)  # (b, i, j)
+    totals = (weights * same).sum(-1)  # (b, i)
+    return totals.mean() if over_all else totals[same.any(-1)].mean()
+
+
+def repeat_loops(weights, ids):
+    totals = []
+    for b in range(ids.shape[0]):
+        for i in range(ids.shape[1]):
+            earlier = [j for j in range(i) if ids[b, j] == ids[b, i]]
+            if earlier:
+                totals.append(sum(float(weights[b, i, j]) for j in earlier))
+    return sum(totals) / len(totals)
+
+
+def test_repeat_share_by_hand(capsys):
+    """ids a b a a: query 2 (a) has key 0, query 3 (a) keys 0 and 2; queries 0, 1 have no earlier occurrence."""
+    weights = torch.tensor([[[1.0, 0, 0, 0], [0.5, 0.5, 0, 0], [0.2, 0.3, 0.5, 0], [0.1, 0.2, 0.3, 0.4]]])
+    ids = torch.tensor([[0, 1, 0, 0]])
+    assert repeat_share(weights, ids).item() == pytest.approx(((0.2) + (0.1 + 0.3)) / 2)
+    check.repeat_share(repeat_share)
+    assert capsys.readouterr().out.startswith("Correct")
+
+
+def test_repeat_share_accepts_every_form(capsys):
+    accepts(capsys, check.repeat_share, repeat_loops)
+    accepts(capsys, check.repeat_share, lambda w, ids: repeat_share(w, ids).item())
+    accepts(capsys, check.repeat_share, lambda w, ids: repeat_share(w.float(), ids).reshape(1, 1))
+    accepts(capsys, check.repeat_share, lambda w, ids: np.float64(repeat_share(w, ids)))
+
+
+def test_repeat_share_tries_several_shapes_and_dtypes():
+    tried = inputs_tried(check.repeat_share, repeat_share)
+    assert len({tuple(w.shape) for w, _ in tried}) >= 3
+    assert {w.dtype for w, _ in tried} == {torch.float32, torch.float64}
+
+
+def largest_only(weights, ids):
+    n = ids.shape[-1]
+    same = (ids[:, :, None] == ids[:, None, :]) & torch.ones(n, n, dtype=torch.bool).tril(-1)
+    return (weights * same).amax(-1)[same.any(-1)].mean()
+
+
+def latest_only(weights, ids):
+    n = ids.shape[-1]
+    same = (ids[:, :, None] == ids[:, None, :]) & torch.ones(n, n, dtype=torch.bool).tril(-1)
+    latest = torch.where(same, torch.arange(n), -1).amax(-1)  # (b, i): the latest earlier occurrence, or -1
+    on_latest = weights.gather(-1, latest.clamp(min=0)[..., None])[..., 0]
+    return on_latest[latest >= 0].mean()
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda w, ids: repeat_share(w, ids, diagonal=0), "own position"),
+    (lambda w, ids: repeat_share(w, ids, over_all=True), "HAVE an earlier occurrence"),
+    (largest_only, "not only the largest"),
+    (latest_only, "not only the latest"),
+    (lambda w, ids: repeat_share(w, ids, diagonal=-2), "for each query i, add"),
+    (lambda w, ids: repeat_share(w, ids).expand(2), "one number"),
+])
+def test_repeat_share_names_each_mistake(wrong, hint):
+    rejects(check.repeat_share, wrong, match=hint)
+
+
+def test_repeat_share_names_later_keys_only_where_they_carry_weight():
+    """Causal weights are 0 on later keys, so counting them changes nothing unless the query itself is counted:
+    counting every key of the same character is the 'own position' mistake."""
+    rejects(check.repeat_share, lambda w, ids: (w * (ids[:, :, None] == ids[:, None, :])).sum(-1).mean(),
+            match="own position")
+
+
+def test_repeat_share_turns_errors_into_hints():
+    rejects(check.repeat_share, lambda w, ids: w @ ids, match="RuntimeError")
+    rejects(check.repeat_share, lambda w, ids: None, match="None")
+    rejects(check.repeat_share, 0.3, match="define a function repeat_share")

@@ -1,5 +1,6 @@
 """Answers to lesson 12's exercises (a small GPT on real text): the add-alpha bigram baseline counted by hand
-(12/1) and the distribution top-p sampling draws from (12/2)."""
+(12/1), the distribution top-p sampling draws from (12/2), and a head's share on earlier occurrences of the same
+character (12/3)."""
 
 import math
 from collections import Counter
@@ -173,9 +174,67 @@ WRONG_TOP_P = [
     ("no return", lambda logits, p: None, "None"),
 ]
 
+# ---- 12/3: repeat_share(weights, ids) ----------------------------------------------------------------------------
+
+
+def repeat_variant(*, diagonal=-1, over_all=False, largest=False):
+    def answer(weights, ids):
+        n = ids.shape[-1]
+        same = (ids[:, :, None] == ids[:, None, :]) & torch.ones(n, n, dtype=torch.bool).tril(diagonal)
+        on_same = weights * same
+        totals = on_same.amax(-1) if largest else on_same.sum(-1)
+        return totals.mean() if over_all else totals[same.any(-1)].mean()
+    return answer
+
+
+def repeat_loops(weights, ids):
+    totals = []
+    for b in range(ids.shape[0]):
+        for i in range(ids.shape[1]):
+            earlier = [j for j in range(i) if ids[b, j] == ids[b, i]]
+            if earlier:
+                totals.append(sum(float(weights[b, i, j]) for j in earlier))
+    return sum(totals) / len(totals)
+
+
+def repeat_einsum(weights, ids):
+    one_hot = F.one_hot(ids).to(weights.dtype)  # (b, n, symbols)
+    same = torch.einsum("bis,bjs->bij", one_hot, one_hot).tril(-1)
+    has = same.sum(-1) > 0
+    return (weights * same).sum(-1)[has].mean()
+
+
+def repeat_latest(weights, ids):
+    n = ids.shape[-1]
+    same = (ids[:, :, None] == ids[:, None, :]) & torch.ones(n, n, dtype=torch.bool).tril(-1)
+    latest = torch.where(same, torch.arange(n), -1).amax(-1)
+    return weights.gather(-1, latest.clamp(min=0)[..., None])[..., 0][latest >= 0].mean()
+
+
+RIGHT_REPEAT = [
+    ("a mask of earlier equal ids", repeat_variant()),
+    ("loops", repeat_loops),
+    ("one-hot einsum", repeat_einsum),
+    ("a Python float", lambda w, ids: repeat_variant()(w, ids).item()),
+]
+
+WRONG_REPEAT = [
+    ("the query itself counted", repeat_variant(diagonal=0), "own position"),
+    ("every query in the mean", repeat_variant(over_all=True), "HAVE an earlier occurrence"),
+    ("the largest weight only", repeat_variant(largest=True), "not only the largest"),
+    ("the latest occurrence only", repeat_latest, "not only the latest"),
+    ("two back or more", repeat_variant(diagonal=-2), GENERIC),
+    ("one value per window", lambda w, ids: repeat_variant()(w, ids).expand(ids.shape[0]), "one number"),
+    ("a matrix product of weights and ids", lambda w, ids: w @ ids, "RuntimeError"),
+    ("the stub", stub, "NotImplementedError"),
+    ("no return", lambda w, ids: None, "None"),
+]
+
 ATTEMPTS = [
     *(Attempt("12/1", label, lesson12.bigram_bits, fn, right=True) for label, fn in RIGHT_BIGRAM),
     *(Attempt("12/1", label, lesson12.bigram_bits, fn, hint=hint) for label, fn, hint in WRONG_BIGRAM),
     *(Attempt("12/2", label, lesson12.top_p_probabilities, fn, right=True) for label, fn in RIGHT_TOP_P),
     *(Attempt("12/2", label, lesson12.top_p_probabilities, fn, hint=hint) for label, fn, hint in WRONG_TOP_P),
+    *(Attempt("12/3", label, lesson12.repeat_share, fn, right=True) for label, fn in RIGHT_REPEAT),
+    *(Attempt("12/3", label, lesson12.repeat_share, fn, hint=hint) for label, fn, hint in WRONG_REPEAT),
 ]

@@ -1,9 +1,12 @@
-"""Checks for lesson 12 (a small GPT on real text: the bigram baseline counted by hand, top-p sampling).
+"""Checks for lesson 12 (a small GPT on real text: the bigram baseline counted by hand, top-p sampling, a head
+that looks back at the same character).
 
 Each answer is a function, tried on several inputs: made-up corpora of a few characters with different vocabulary
 sizes and smoothing, on which the common wrong counts give numbers different from the right one and from each
 other; logits of one, two and three axes, float32 and float64, with values of p on which keeping or dropping the
-token that crosses p, renormalising or not, give different distributions.
+token that crosses p, renormalising or not, give different distributions; causal attention weights on windows of
+a few symbols, of different batch sizes and lengths, where counting the query itself, later keys, the largest or the
+latest occurrence only, or every query in the mean each give another share.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from ._calls import recording_calls
 from ._core import as_tensor, call_learner, correct, fallback_hint, guard_errors, hint, learner_name
 from ._function_answers import expect_function
 
-__all__ = ["bigram_bits", "top_p_probabilities"]  # the checks; the rest is their machinery
+__all__ = ["bigram_bits", "repeat_share", "top_p_probabilities"]  # the checks; the rest is their machinery
 
 # ---- exercise 1: the bigram baseline, counted by hand ----
 
@@ -215,3 +218,69 @@ def top_p_probabilities(fn: object) -> None:
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and torch.allclose(a.double(), b.double(), atol=1e-5, rtol=1e-4, equal_nan=True)
+
+
+# ---- exercise 3: a head that looks back at the same character ----
+
+def _repeat_share(weights: torch.Tensor, ids: torch.Tensor, *, earlier: int = -1, over_all: bool = False,
+                  reduce: str = "sum", latest_only: bool = False) -> torch.Tensor:
+    """The right share and its common variants (each switch is one mistake). Shape: (b, i, j), (b, n) -> ()."""
+    n = ids.shape[-1]
+    allowed = torch.ones(n, n, dtype=torch.bool).tril(earlier) if earlier is not None else torch.ones(n, n).bool()
+    same = (ids[:, :, None] == ids[:, None, :]) & allowed  # (b, i, j)
+    if latest_only:
+        latest = torch.where(same, torch.arange(n), -1).amax(-1, keepdim=True)  # (b, i, 1)
+        same = same & (torch.arange(n) == latest)
+    on_same = weights.double() * same
+    share = on_same.amax(-1) if reduce == "max" else on_same.sum(-1)  # (b, i)
+    return share.mean() if over_all else share[same.any(-1)].mean()
+
+
+def _repeat_inputs() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Causal attention weights of one head and the ids they were computed on: the exercise's example first."""
+    generator = torch.Generator().manual_seed(120)
+    cases = []
+    for b, n, symbols, dtype in ((2, 8, 3, torch.float64), (3, 6, 2, torch.float32), (1, 11, 4, torch.float64),
+                                 (4, 5, 3, torch.float32)):
+        ids = torch.randint(0, symbols, (b, n), generator=generator)
+        scores = torch.randn(b, n, n, generator=generator, dtype=torch.float64) * 2
+        causal = torch.ones(n, n, dtype=torch.bool).tril()
+        weights = scores.masked_fill(~causal, float("-inf")).softmax(-1).to(dtype)  # (b, i, j)
+        cases.append((weights, ids))
+    return cases
+
+
+_REPEAT_MISTAKES = (
+    (dict(earlier=0), msg("the query's own position is not an earlier occurrence: count keys j < i only")),
+    (dict(earlier=None), msg("a causal head cannot look at later characters; count the keys j < i only")),
+    (dict(over_all=True), msg("average over the queries that HAVE an earlier occurrence of their character; a query "
+                              "without one has nothing to look back at")),
+    (dict(reduce="max"), msg("add up the weight on every earlier occurrence, not only the largest one")),
+    (dict(latest_only=True), msg("count every earlier occurrence of the character, not only the latest")),
+)
+
+
+@guard_errors
+def repeat_share(fn: object) -> None:
+    """Exercise 3: ``fn(weights, ids)``, for one head's weights ``(b, i, j)`` on ids ``(b, n)``: the mean, over the
+    queries whose character occurred earlier in their window, of the total weight on those earlier occurrences."""
+    fn = expect_function(fn, "repeat_share(weights, ids)")
+    name = learner_name(fn)
+    inputs, answers = _repeat_inputs(), []
+    for weights, ids in inputs:
+        got = as_tensor(call_learner(fn, weights.clone(), ids.clone()), msg("what {name} returns", name=name))
+        if got.numel() != 1:
+            hint(msg("{name} should return one number (a mean over queries), got a tensor of shape {shape}",
+                     name=name, shape=tuple(got.shape)))
+        answers.append(got.double().reshape(()))
+    right = [_repeat_share(*case) for case in inputs]
+    if all(_same(got, want) for got, want in zip(answers, right)):
+        correct(msg("the share on earlier occurrences, averaged over the queries that have one; on the example: "
+                    "{value:.3f}", value=right[0].item()))
+        return
+    for options, message in _REPEAT_MISTAKES:
+        wrongs = [_repeat_share(*case, **options) for case in inputs]
+        if any(not _same(w, r) for w, r in zip(wrongs, right)) and all(_same(g, w) for g, w in zip(answers, wrongs)):
+            hint(message)
+    fallback_hint(msg("for each query i, add weights[b, i, j] over the keys j < i with ids[b, j] == ids[b, i]; then "
+                      "average those totals over the queries that have at least one such key"))
