@@ -9,7 +9,7 @@ file), characters as tokens, the lessons' TinyTransformer as a causal decoder wi
 the training loop of attention_lab.models.training written out (AdamW, warmup then cosine decay), 2 threads in one
 process (the script sets OMP_PROC_BIND=close OMP_PLACES=cores and re-executes itself when they are missing: OpenMP
 reads them only at start-up). The lesson's live run: d_model 64, 2 layers, 4 heads, windows of 64 characters, 16
-per step, 300 steps. This run: d_model 128, 4 layers, 4 heads, windows of 128, 32 per step, 900 steps (--quick:
+per step, 250 steps. This run: d_model 128, 4 layers, 4 heads, windows of 128, 32 per step, 900 steps (--quick:
 300). The first --quick run, on a shared 2-core machine at load 1.3-3.5, took 1.2 s of CPU per step (403 s for 300
 steps); at about 0.65 s per step on 2 quiet cores, 900 steps take about ten minutes. Generation, as in the lesson,
 keeps a sliding-window cache of the last 128 positions (the distances the model saw in training).
