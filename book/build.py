@@ -22,6 +22,7 @@ import os
 import shutil
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
@@ -119,10 +120,17 @@ p {{ margin: 0.3rem 0; color: #444; }}</style>
 """
 
 
-def build(out: Path, repo: Path = REPO, repo_url: str = "") -> BuildReport:
-    """Stage, build and check every edition of ``repo`` into ``out``; see the module docstring."""
+def run_sphinx(arguments: list[str]) -> tuple[int, float]:
+    """Sphinx's exit status for one edition's build, and the seconds it took (in a worker process of ``build``)."""
     from sphinx.cmd.build import build_main
 
+    started = time.monotonic()
+    status = build_main(arguments)
+    return status, time.monotonic() - started
+
+
+def build(out: Path, repo: Path = REPO, repo_url: str = "") -> BuildReport:
+    """Stage, build and check every edition of ``repo`` into ``out``; see the module docstring."""
     sources, html, doctrees = out / "sources", out / "html", out / "doctrees"
     (out / STAMP).unlink(missing_ok=True)
     for folder in (sources, html, doctrees):
@@ -137,13 +145,17 @@ def build(out: Path, repo: Path = REPO, repo_url: str = "") -> BuildReport:
     write_editions_file(editions_file, editions, pages)
     report.seconds["stage"] = time.monotonic() - started
 
-    for edition in editions:
-        started = time.monotonic()
-        arguments = sphinx_arguments(edition, sources / edition.tag, html / edition.tag, doctrees / edition.tag,
-                                     editions_file, repo, repo_url)
-        if build_main(arguments) != 0:
-            report.failed.append(edition.tag)
-        report.seconds[f"sphinx {edition.tag}"] = time.monotonic() - started
+    # one Sphinx process per edition, as many at once as the machine has cores: the editions share nothing but the
+    # staged editions file, and Sphinx's own parallel mode splits too few pages to pay for its workers
+    jobs = {e.tag: sphinx_arguments(e, sources / e.tag, html / e.tag, doctrees / e.tag, editions_file, repo, repo_url)
+            for e in editions}
+    with ProcessPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
+        done = {tag: pool.submit(run_sphinx, arguments) for tag, arguments in jobs.items()}
+        for tag, future in done.items():
+            status, seconds = future.result()
+            if status != 0:
+                report.failed.append(tag)
+            report.seconds[f"sphinx {tag}"] = seconds
 
     html.mkdir(parents=True, exist_ok=True)
     (html / "index.html").write_text(front_page(editions), encoding="utf-8")

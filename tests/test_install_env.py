@@ -1,5 +1,6 @@
 """tools/install_env.py: which PyTorch build it picks, the fall-back when PyTorch's CPU index cannot be reached, and
-the fingerprint that skips an install when nothing changed. pip is replaced by a fake that records its arguments."""
+the fingerprint that skips an install when nothing changed, torch by pip and the rest by uv (pip where uv cannot be
+had). pip and uv are replaced by fakes that record their arguments."""
 
 from __future__ import annotations
 
@@ -23,15 +24,17 @@ _spec = importlib.util.spec_from_file_location("install_env", SCRIPT)
 install_env = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(install_env)
 
-FAKE_PIP = textwrap.dedent(
+FAKE_TOOL = textwrap.dedent(
     """
     import json, sys
-    log, fail_on = sys.argv[1], sys.argv[2]
+    name, log, fail_on = sys.argv[1], sys.argv[2], sys.argv[3]
     with open(log, "a") as handle:
-        handle.write(json.dumps(sys.argv[3:]) + "\\n")
-    sys.exit(1 if fail_on and fail_on in sys.argv[3:] else 0)
+        handle.write(json.dumps([name, *sys.argv[4:]]) + "\\n")
+    sys.exit(1 if fail_on and fail_on in [name, *sys.argv[4:]] else 0)
     """
 )
+PIP = ["pip", "install", "--disable-pip-version-check"]
+UV_INSTALL = [*PIP, install_env.UV]
 
 
 @pytest.mark.parametrize(
@@ -64,19 +67,33 @@ def _closed_port() -> int:
 
 @pytest.fixture
 def project(tmp_path):
-    """A requirements file pinning a torch version that is certainly not installed, and a fake pip."""
+    """A requirements file pinning a torch version that is certainly not installed, and a fake pip and uv."""
     (tmp_path / "requirements.txt").write_text("torch==9.9.9  # pinned\neinops==0.8.2\n")
-    (tmp_path / "fake_pip.py").write_text(FAKE_PIP)
+    (tmp_path / "fake_tool.py").write_text(FAKE_TOOL)
     return tmp_path
 
 
+def _uv_rest(*args: str) -> list[str]:
+    """What the script runs to install the requirement files with uv."""
+    return ["uv", "pip", "install", "--python", sys.executable, "--compile-bytecode", *args]
+
+
+def _installs(calls: list[list[str]]) -> int:
+    """How many times the requirement files were installed (by uv or pip)."""
+    return sum("-r" in call for call in calls)
+
+
 def _run(project: Path, *args: str, fail_on: str = "", env: dict | None = None):
+    """Run the script with the fake pip and uv; the calls they got, each as [tool name, *arguments]."""
     log = project / "pip-calls.jsonl"
-    # forward slashes: the script splits --pip like a POSIX shell, which would eat Windows' backslashes
-    paths = [Path(sys.executable).as_posix(), (project / "fake_pip.py").as_posix(), log.as_posix()]
-    pip = " ".join([*paths, fail_on or "-"])
+
+    def tool(name: str) -> str:
+        # forward slashes: the script splits --pip like a POSIX shell, which would eat Windows' backslashes
+        paths = [Path(sys.executable).as_posix(), (project / "fake_tool.py").as_posix()]
+        return " ".join([*paths, name, log.as_posix(), fail_on or "-"])
+
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--pip", pip, *args],
+        [sys.executable, str(SCRIPT), "--pip", tool("pip"), "--uv", tool("uv"), *args],
         cwd=project, capture_output=True, text=True, timeout=120, env=env,
     )
     calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
@@ -89,7 +106,7 @@ def test_falls_back_to_the_default_index_when_the_cpu_index_cannot_be_reached(pr
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{unreachable} cannot be reached" in result.stdout
     assert "falling back to the default index" in result.stdout
-    assert calls == [["install", "--disable-pip-version-check", "-r", "requirements.txt"]]
+    assert calls == [[*PIP, "torch==9.9.9"], UV_INSTALL, _uv_rest("-r", "requirements.txt")]
     # what was installed is said from the environment, not guessed: here, the torch of the running interpreter
     assert f"install_env: {install_env.installed_torch_report()}" in result.stdout
 
@@ -129,8 +146,10 @@ def test_installs_the_cpu_build_first_when_the_index_answers(project, cpu_index)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "falling back" not in result.stdout
     assert calls == [
-        ["install", "--disable-pip-version-check", "torch==9.9.9+cpu", "--extra-index-url", cpu_index],
-        ["install", "--disable-pip-version-check", "-r", "requirements.txt"],
+        [*PIP, "torch==9.9.9+cpu", "--extra-index-url", cpu_index],
+        [*PIP, "torch==9.9.9"],  # the fake installed nothing, so the script asks pip for the pin once more
+        UV_INSTALL,
+        _uv_rest("-r", "requirements.txt"),
     ]
 
 
@@ -139,7 +158,8 @@ def test_falls_back_when_pip_cannot_install_from_the_cpu_index(project, cpu_inde
                          fail_on="--extra-index-url")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "failed" in result.stdout and "falling back to the default index" in result.stdout
-    assert calls[-1] == ["install", "--disable-pip-version-check", "-r", "requirements.txt"]
+    assert calls[1] == [*PIP, "torch==9.9.9"]
+    assert calls[-1] == _uv_rest("-r", "requirements.txt")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the automatic choice differs only on Linux")
@@ -152,13 +172,38 @@ def test_auto_keeps_the_default_build_when_nvidia_smi_is_there(project, tmp_path
     result, calls = _run(project, "--torch", "auto", "requirements.txt", env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "NVIDIA driver is present" in result.stdout
-    assert calls == [["install", "--disable-pip-version-check", "-r", "requirements.txt"]]
+    assert calls == [[*PIP, "torch==9.9.9"], UV_INSTALL, _uv_rest("-r", "requirements.txt")]
 
 
 def test_a_failing_install_fails_the_script_and_writes_no_stamp(project):
-    result, _ = _run(project, "--torch", "default", "--stamp", "stamp", "requirements.txt", fail_on="-r")
-    assert result.returncode == 1
-    assert not (project / "stamp").exists()
+    for fail_on in ("-r", "torch==9.9.9"):  # uv and pip both fail the requirements; pip fails torch
+        result, _ = _run(project, "--torch", "default", "--stamp", "stamp", "requirements.txt", fail_on=fail_on)
+        assert result.returncode == 1
+        assert not (project / "stamp").exists()
+
+
+def test_the_requirements_go_to_uv_and_to_pip_where_uv_cannot_be_had(project):
+    result, calls = _run(project, "--torch", "default", "requirements.txt", fail_on=install_env.UV)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"could not install {install_env.UV}" in result.stdout
+    assert calls == [[*PIP, "torch==9.9.9"], UV_INSTALL, [*PIP, "-r", "requirements.txt"]]
+
+    (project / "pip-calls.jsonl").unlink()
+    result, calls = _run(project, "--torch", "default", "requirements.txt", fail_on="uv")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "uv could not install the requirements" in result.stdout
+    assert calls == [[*PIP, "torch==9.9.9"], UV_INSTALL, _uv_rest("-r", "requirements.txt"),
+                     [*PIP, "-r", "requirements.txt"]]
+
+
+def test_a_torch_already_at_the_pin_is_kept(project):
+    from importlib import metadata
+
+    pin = metadata.version("torch").split("+")[0]
+    (project / "requirements.txt").write_text(f"torch=={pin}\neinops==0.8.2\n")
+    result, calls = _run(project, "--torch", "default", "requirements.txt")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert calls == [UV_INSTALL, _uv_rest("-r", "requirements.txt")]
 
 
 def test_the_stamp_skips_an_install_only_while_the_requirements_are_unchanged(project):
@@ -166,20 +211,20 @@ def test_the_stamp_skips_an_install_only_while_the_requirements_are_unchanged(pr
     (project / "pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.ruff]\nline-length = 120\n')
     args = ("--torch", "default", "--stamp", "stamp", "requirements.txt")
     first, calls = _run(project, *args)
-    assert first.returncode == 0 and len(calls) == 1
+    assert first.returncode == 0 and _installs(calls) == 1
     again, calls = _run(project, *args)
-    assert "unchanged since the last install" in again.stdout and len(calls) == 1
+    assert "unchanged since the last install" in again.stdout and _installs(calls) == 1
 
     # tool settings do not decide the install; the project's dependencies do
     (project / "pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.ruff]\nline-length = 100\n')
     _, calls = _run(project, *args)
-    assert len(calls) == 1
+    assert _installs(calls) == 1
     (project / "pyproject.toml").write_text('[project]\nname = "x"\ndependencies = ["numpy"]\n')
     _, calls = _run(project, *args)
-    assert len(calls) == 2
+    assert _installs(calls) == 2
     (project / "requirements.txt").write_text("einops==0.8.1\n-e .\n")
     _, calls = _run(project, *args)
-    assert len(calls) == 3
+    assert _installs(calls) == 3
 
 
 def test_requirements_files_the_makefile_installs_exist_and_pin_torch():

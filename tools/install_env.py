@@ -15,6 +15,12 @@ For the CPU build, ``torch==X+cpu`` is installed alone first, with the CPU index
 (offline, a proxy, a mirror-only network), the script says so and installs torch from the default index instead:
 the environment still works, it is only larger.
 
+torch is installed by pip (pip reads this machine's pip configuration: a local wheel, a mirror, constraints); the
+rest of the requirements by uv (``UV``, installed into the environment by pip first), which resolves, downloads and
+installs in parallel: measured on a 2-core machine, the requirements and the test tools took 12 s with uv and about
+70 s with pip, of the same packages, bytecode compiled by both. When uv cannot be installed or fails (a network that
+only pip's configuration knows how to reach, say), the script says so and pip installs the rest.
+
 After an install that includes matplotlib, its font cache is built (see ``build_font_cache``).
 
 ``--stamp PATH`` records a fingerprint of the requirement files (and of pyproject.toml without its ``[tool.*]``
@@ -36,6 +42,7 @@ import urllib.request
 from pathlib import Path
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+UV = "uv==0.13.9"  # the installer for everything but torch, pinned like the requirements
 PROBE_TIMEOUT_S = 10.0
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -138,7 +145,20 @@ def run_pip(pip: list[str], args: list[str]) -> int:
     return subprocess.call(command)
 
 
-def install(requirement_files: list[Path], torch: str, cpu_index: str, pip: list[str]) -> int:
+def install_rest(args: list[str], pip: list[str], uv: list[str]) -> int:
+    """Install the requirement files (``args``: ``-r FILE`` pairs) with uv, or with pip where uv cannot be had."""
+    if run_pip(pip, [UV]) != 0:
+        say(f"could not install {UV} (pip's message is above); pip installs the requirements instead")
+        return run_pip(pip, args)
+    command = [*uv, "pip", "install", "--python", sys.executable, "--compile-bytecode", *args]
+    say("running " + " ".join(shlex.quote(word) for word in command))
+    if subprocess.call(command) == 0:
+        return 0
+    say("uv could not install the requirements (its message is above); pip installs them instead")
+    return run_pip(pip, args)
+
+
+def install(requirement_files: list[Path], torch: str, cpu_index: str, pip: list[str], uv: list[str]) -> int:
     build, why = choose_torch(torch, sys.platform, nvidia_driver_present())
     pin = torch_pin(requirement_files)
     if build == "cpu" and pin is not None:
@@ -157,8 +177,12 @@ def install(requirement_files: list[Path], torch: str, cpu_index: str, pip: list
                     f"default index (which build was installed is said when pip is done)")
     elif pin is not None:
         say(f"torch {pin} from the default index: {why}")
+    if pin is not None and (installed_version("torch") or "").split("+")[0] != pin:
+        # torch alone, by pip: a torch already installed (the CPU build above, or an earlier one) is kept by pip and uv
+        if run_pip(pip, [f"torch=={pin}"]) != 0:
+            return 1
     args = [arg for path in requirement_files for arg in ("-r", str(path))]
-    status = run_pip(pip, args)
+    status = install_rest(args, pip, uv)
     if status == 0 and pin is not None:
         say(installed_torch_report())
     if status == 0 and any("matplotlib" in path.read_text() for path in requirement_files):
@@ -198,6 +222,10 @@ def default_pip() -> list[str]:
     return [sys.executable, "-m", "pip"]
 
 
+def default_uv() -> list[str]:
+    return [sys.executable, "-m", "uv"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python tools/install_env.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("requirements", nargs="+", type=Path, help="requirement files to install (pip -r)")
@@ -205,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="which PyTorch build (default: auto)")
     parser.add_argument("--cpu-index", default=CPU_INDEX, help=f"PyTorch's CPU wheel index (default {CPU_INDEX})")
     parser.add_argument("--pip", default=None, help="the pip command to run (default: this Python's pip)")
+    parser.add_argument("--uv", default=None, help="the uv command to run (default: this Python's uv, which the "
+                        "script installs with pip)")
     parser.add_argument("--stamp", type=Path, default=None,
                         help="skip the install when this file holds the requirements' current fingerprint")
     args = parser.parse_args(argv)
@@ -213,12 +243,13 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         parser.error(f"no such requirement file: {', '.join(missing)}")
     pip = shlex.split(args.pip) if args.pip else default_pip()
+    uv = shlex.split(args.uv) if args.uv else default_uv()
     current = fingerprint(fingerprint_inputs(args.requirements))
     if args.stamp is not None and args.stamp.is_file() and args.stamp.read_text().strip() == current:
         say(f"{', '.join(map(str, args.requirements))} unchanged since the last install; nothing to do")
         args.stamp.touch()
         return 0
-    status = install(args.requirements, args.torch, args.cpu_index, pip)
+    status = install(args.requirements, args.torch, args.cpu_index, pip, uv)
     if status == 0 and args.stamp is not None:
         args.stamp.write_text(current + "\n")
     return status

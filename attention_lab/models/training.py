@@ -62,7 +62,9 @@ def _make_optimizer(fn: str, model: nn.Module, optimizer: str, lr: float, weight
     decay, no_decay = _decayed(model.named_parameters())
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     cls = torch.optim.AdamW if optimizer == "adamw" else torch.optim.Adam
-    return cls(groups, lr=lr, foreach=True)  # one fused update per group: tiny models are bound by per-op overhead
+    # fused: one kernel updates every parameter of a group (CPU too, since torch 2.4); tiny models are bound by
+    # per-op overhead: an AdamW step of lesson 08's model takes 0.34-0.41 ms of CPU so, 1.13-1.29 ms with foreach=True
+    return cls(groups, lr=lr, fused=True)
 
 
 def _layer_of(name: str) -> str:
