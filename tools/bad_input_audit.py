@@ -34,7 +34,7 @@ from torch import nn
 import attention_lab as al
 from attention_lab import analysis
 from attention_lab.measure import conclusions, cost, memory
-from attention_lab.models import attention_choice, generate, tasks, training, transformer
+from attention_lab.models import attention_choice, generate, tasks, text_corpus, training, transformer
 
 CASES: list[tuple[str, str, Callable[[], object], list[object], str]] = []
 """(function name the message must start with, label, the call, objects it must leave unchanged, "error"/"empty")."""
@@ -344,6 +344,19 @@ case("make_optimizer", "optimizer 'nope'", lambda: training.make_optimizer(dec, 
 case("train", "steps 0", lambda: training.train(dec, tasks.Repeat(seq_len=4), steps=0, lr=1e-3, progress=False), dec)
 case("train", "lr NaN", lambda: training.train(dec, tasks.Repeat(seq_len=4), steps=1, lr=math.nan, progress=False),
      dec)
+voc, ids = text_corpus.CharVocabulary("ab(b)"), torch.tensor([1, 2, 1, 3, 2, 4])
+case("read_stdlib", "one module in both lists", lambda: text_corpus.read_stdlib(("abc",), ("abc",)))
+case("read_stdlib", "a string, not a list", lambda: text_corpus.read_stdlib("abc"))
+case("CharVocabulary", "empty text", lambda: text_corpus.CharVocabulary(""))
+case("CharVocabulary.encode", "a number", lambda: voc.encode(3), voc)
+case("CharVocabulary.decode", "id past the vocabulary", lambda: voc.decode(torch.tensor([9])), voc)
+case("TextWindows", "seq_len past the ids", lambda: text_corpus.TextWindows(ids, 8), ids)
+case("TextWindows.sample", "batch_size 0", lambda: text_corpus.TextWindows(ids, 2).sample(0), ids)
+case("ngram_bits_per_char", "order 0", lambda: text_corpus.ngram_bits_per_char(ids, ids, order=0, vocab_size=5), ids)
+ngram = text_corpus.ngram_bits_per_char
+case("ngram_bits_per_char", "alpha 0", lambda: ngram(ids, ids, order=2, vocab_size=5, alpha=0), ids)
+case("ngram_bits_per_char", "float ids", lambda: ngram(ids.float(), ids, order=1, vocab_size=5))
+case("bracket_pairs", "a list", lambda: text_corpus.bracket_pairs(["(", ")"]))
 
 # --- analysis, measure, plotting
 att = torch.softmax(t(2, 1, 4, 4), dim=-1)

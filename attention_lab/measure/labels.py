@@ -34,6 +34,8 @@ LABELS: dict[str, Message] = {message.template: message for message in (
     # lesson 11: generating with and without a cache
     msg("the cache"), msg("recomputation"), msg("the cache's time per token"), msg("recomputation's time per token"),
     msg("the pre-allocated cache"), msg("the concatenated cache"),
+    # lesson 12: the next character with and without the cache (the keys of next_token_timers)
+    msg("pre-allocated cache"), msg("recompute"),
 )}
 
 
