@@ -8,8 +8,8 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 from _check_helpers import accepts, inputs_tried, rejects
+from answers.lesson12 import repeat_loops, repeat_variant, top_p_sorted, top_p_variant
 
 from attention_lab.models.text_corpus import ngram_bits_per_char
 from attention_lab.teaching.checks import lesson12 as check
@@ -104,12 +104,7 @@ def test_bigram_bits_turns_errors_and_wrong_types_into_hints():
 
 # ---- exercise 2: top-p probabilities ----
 
-def top_p(logits, p):
-    probs = F.softmax(logits, dim=-1)
-    ordered, order = probs.sort(dim=-1, descending=True)
-    keep = ordered.cumsum(-1) - ordered < p
-    kept = torch.zeros_like(probs).scatter(-1, order, ordered * keep)
-    return kept / kept.sum(-1, keepdim=True)
+top_p = top_p_sorted  # the right answer: sort, cumsum, scatter
 
 
 def test_top_p_accepts_every_form(capsys):
@@ -132,26 +127,12 @@ def test_top_p_tries_more_than_one_shape_and_dtype():
     assert len({p for _, p in tried}) >= 3
 
 
-def variant(*, crossing=True, renormalise=True, descending=True, sort=True, dim=-1):
-    def answer(logits, p):
-        probs = F.softmax(logits, dim=dim)
-        if sort:
-            ordered, order = probs.sort(dim=-1, descending=descending)
-        else:
-            ordered, order = probs, torch.arange(probs.shape[-1]).expand_as(probs)
-        cumulative = ordered.cumsum(-1)
-        keep = cumulative - ordered < p if crossing else cumulative < p
-        kept = torch.zeros_like(probs).scatter(-1, order, ordered * keep)
-        return kept / kept.sum(-1, keepdim=True) if renormalise else kept
-    return answer
-
-
 @pytest.mark.parametrize("wrong, hint", [
-    (variant(crossing=False), "SMALLEST set"),
-    (variant(renormalise=False), "divided by their sum"),
-    (variant(descending=False), "MOST likely"),
-    (variant(sort=False), "order of probability"),
-    (variant(dim=0), "last axis"),
+    (top_p_variant(include_crossing=False), "SMALLEST set"),
+    (top_p_variant(renormalise=False), "divided by their sum"),
+    (top_p_variant(descending=False), "MOST likely"),
+    (top_p_variant(sort=False), "order of probability"),
+    (top_p_variant(dim=0), "last axis"),
     (lambda logits, p: logits.masked_fill(top_p(logits, p) == 0, float("-inf")), "not the masked logits"),
     (lambda logits, p: top_p(logits.reshape(-1, logits.shape[-1])[0], p), "shape of the logits"),
     (lambda logits, p: top_p(logits, 0.8), "softmax, sort from the most likely"),  # p of the example written in
@@ -179,21 +160,7 @@ def test_top_p_turns_errors_into_hints():
 
 # ---- exercise 3: the share on earlier occurrences of the same character ----
 
-def repeat_share(weights, ids, *, diagonal=-1, over_all=False):
-    n = ids.shape[-1]
-    same = (ids[:, :, None] == ids[:, None, :]) & torch.ones(n, n, dtype=torch.bool).tril(diagonal)  # (b, i, j)
-    totals = (weights * same).sum(-1)  # (b, i)
-    return totals.mean() if over_all else totals[same.any(-1)].mean()
-
-
-def repeat_loops(weights, ids):
-    totals = []
-    for b in range(ids.shape[0]):
-        for i in range(ids.shape[1]):
-            earlier = [j for j in range(i) if ids[b, j] == ids[b, i]]
-            if earlier:
-                totals.append(sum(float(weights[b, i, j]) for j in earlier))
-    return sum(totals) / len(totals)
+repeat_share = repeat_variant()  # the right answer: a mask of earlier equal ids
 
 
 def test_repeat_share_by_hand(capsys):
@@ -233,11 +200,11 @@ def latest_only(weights, ids):
 
 
 @pytest.mark.parametrize("wrong, hint", [
-    (lambda w, ids: repeat_share(w, ids, diagonal=0), "own position"),
-    (lambda w, ids: repeat_share(w, ids, over_all=True), "HAVE an earlier occurrence"),
+    (lambda w, ids: repeat_variant(diagonal=0)(w, ids), "own position"),
+    (lambda w, ids: repeat_variant(over_all=True)(w, ids), "HAVE an earlier occurrence"),
     (largest_only, "not only the largest"),
     (latest_only, "not only the latest"),
-    (lambda w, ids: repeat_share(w, ids, diagonal=-2), "for each query i, add"),
+    (lambda w, ids: repeat_variant(diagonal=-2)(w, ids), "for each query i, add"),
     (lambda w, ids: repeat_share(w, ids).expand(2), "one number"),
 ])
 def test_repeat_share_names_each_mistake(wrong, hint):
