@@ -3,7 +3,7 @@
 The folders are the map:
 
 ===================  ==============================================================================
-``reference.py``     the plain, slow, obviously-correct math of every attention the package computes
+``reference/``       the plain, slow, obviously-correct math of every attention the package computes
 ``core/``            scores and softmax, masks, positions, the self-attention layer, multi-head attention
 ``efficient/``       attention that avoids the full i x j matrix or skips parts of it (blockwise, block-sparse)
 ``generation/``      attention while generating: KV caches, rotary positions, grouped-query and latent attention

@@ -193,12 +193,12 @@ FAST_PATHS = sorted(path for folder in ("efficient", "generation") for path in (
 @pytest.mark.parametrize("path", FAST_PATHS, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_every_fast_path_names_its_reference_and_how_it_differs(path):
     """CONTRIBUTING "Adding an attention variant": a module of efficient/ or generation/ opens with a docstring that
-    names its plain version in reference.py and says how it differs and what that buys."""
+    names its plain version in attention_lab.reference and says how it differs and what that buys."""
     docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
     named = re.findall(r"attention_lab\.reference\.(\w+)", docstring)
-    assert named, f"{path.relative_to(PACKAGE)}: the module docstring names no function of reference.py"
+    assert named, f"{path.relative_to(PACKAGE)}: the module docstring names no function of attention_lab.reference"
     missing = set(named) - set(attention_lab.reference.__all__)
-    assert not missing, f"{path.relative_to(PACKAGE)} names {sorted(missing)}, which reference.py does not have"
+    assert not missing, f"{path.relative_to(PACKAGE)} names {sorted(missing)}, which attention_lab.reference does not have"
     assert re.search(r"differ", docstring) and re.search(r"\bbuy", docstring), (
         f"{path.relative_to(PACKAGE)}: say how it differs from the reference and what that buys")
 

@@ -1,9 +1,4 @@
-"""The plain math of every attention the package computes: slow, obviously correct, no tricks.
-
-Each function is a few lines in Lee's notation (q^i, k^j, alpha_{i,j}, b^i), base e, nothing in place. The fast
-paths elsewhere in the package are tested against these (values and gradients, fp64), and the lessons show these
-first. A query with no allowed key gets zeros, as everywhere in the package.
-"""
+"""The plain math of the attentions of lessons 01-11 (the package's ``attention_lab.reference``)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,30 @@
+"""The plain math of every attention the package computes: slow, obviously correct, no tricks.
+
+Each function is a few lines in Lee's notation (q^i, k^j, alpha_{i,j}, b^i), base e, nothing in place. The fast
+paths elsewhere in the package are tested against these (values and gradients, fp64), and the lessons show these
+first. A query with no allowed key gets zeros, as everywhere in the package.
+"""
+
+from ._attention import (
+    attention,
+    attention_flops,
+    block_sparse_attention,
+    blockwise_attention,
+    cluster_attention,
+    grouped_query_attention,
+    kv_cache_bytes,
+    latent_attention,
+    linear_attention,
+    linformer_attention,
+    performer_attention,
+    rope,
+    sliding_window_attention,
+    synthesizer_attention,
+    topk_attention,
+)
+
+__all__ = [
+    "attention", "blockwise_attention", "block_sparse_attention", "linear_attention", "performer_attention",
+    "topk_attention", "cluster_attention", "linformer_attention", "synthesizer_attention", "rope",
+    "grouped_query_attention", "latent_attention", "sliding_window_attention", "kv_cache_bytes", "attention_flops",
+]
