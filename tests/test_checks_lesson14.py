@@ -1,12 +1,20 @@
 """Lesson 14 checks accept every right answer and reject common mistakes with their own hint (helper A: exercise 1,
-the positions a StreamingLLM cache holds)."""
+the positions a StreamingLLM cache holds; exercise 3, soft-capped weights with a mask)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 from _check_helpers import accepts, inputs_tried, only_on, rejects
-from answers.lesson14 import RIGHT_KEPT, WRONG_KEPT, kept_filter
+from answers.lesson14 import (
+    RIGHT_CAPPED,
+    RIGHT_KEPT,
+    WRONG_CAPPED,
+    WRONG_KEPT,
+    capped_colleague,
+    capped_right,
+    kept_filter,
+)
 
 import attention_lab as al
 from attention_lab.teaching.checks import lesson14 as check
@@ -70,3 +78,33 @@ def test_kept_positions_turns_errors_and_stubs_into_hints():
         raise NotImplementedError("write the body of this function")
 
     rejects(check.kept_positions, stub, match="NotImplementedError|write the body")
+
+
+# ---- exercise 3: soft-capping and a mask ----
+
+
+@pytest.mark.parametrize("label, fn", RIGHT_CAPPED)
+def test_capped_weights_accepts_every_form(capsys, label, fn):
+    accepts(capsys, check.capped_weights, fn)
+
+
+@pytest.mark.parametrize("label, fn, hint", [w for w in WRONG_CAPPED if w[2] != "<the check's general hint>"])
+def test_capped_weights_rejects_each_mistake_with_its_hint(label, fn, hint):
+    rejects(check.capped_weights, fn, hint=hint)
+
+
+def test_capped_weights_tries_several_shapes_caps_and_dtypes_and_the_colleague_differs_on_the_example():
+    tried = inputs_tried(check.capped_weights, capped_right)
+    assert len({tuple(s.shape) for s, _, _ in tried}) >= 3 and len({c for _, _, c in tried}) >= 3
+    assert {s.dtype for s, _, _ in tried} == {torch.float32, torch.float64}
+    assert any(s.shape[-1] != s.shape[-2] for s, _, _ in tried)
+    for _, mask, _ in tried:
+        assert mask.any(-1).all() and not mask.all()  # every row keeps a key; some key is masked
+    scores, mask, cap = tried[0]
+    leaked = capped_colleague(scores, mask, cap)[~mask.expand_as(scores)]
+    assert leaked.max() > 1e-3  # the bug shows on the example: masked keys get weight
+
+
+def test_capped_weights_turns_errors_into_hints():
+    rejects(check.capped_weights, lambda s, m, c: s @ s, match="could not be checked|raised")
+    rejects(check.capped_weights, ..., match="still empty")

@@ -1,5 +1,5 @@
 """Answers to lesson 14's exercises (attention in today's open LLMs): the positions a StreamingLLM cache holds
-(14/1)."""
+(14/1); soft-capped weights with a mask, the bug to find (14/3)."""
 
 import numpy as np
 import torch
@@ -87,7 +87,59 @@ WRONG_KEPT = [
     ("a random rule", lambda t, sinks, window: list(range(t))[::2], GENERIC),
 ]
 
+# ---- 14/3: capped_weights(scores, mask, cap) ------------------------------------------------------------------------
+
+
+def capped_right(scores, mask, cap):
+    return torch.softmax((cap * torch.tanh(scores / cap)).masked_fill(~mask, float("-inf")), dim=-1)
+
+
+def capped_where(scores, mask, cap):
+    capped = cap * torch.tanh(scores / cap)
+    return torch.where(mask, capped, -torch.inf).softmax(-1)
+
+
+def capped_zeroed(scores, mask, cap):
+    weights = torch.exp(cap * torch.tanh(scores / cap)) * mask
+    return weights / weights.sum(-1, keepdim=True)
+
+
+def capped_library(scores, mask, cap):
+    import attention_lab as al
+    return al.masked_softmax(al.softcap(scores, cap), mask)
+
+
+def capped_numpy(scores, mask, cap):
+    s = cap * np.tanh(scores.numpy() / cap)
+    s = np.where(mask.numpy(), s, -np.inf)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+RIGHT_CAPPED = [("cap, mask, softmax", capped_right), ("torch.where", capped_where),
+                ("exp times the mask, normalised", capped_zeroed), ("the library's softcap and masked_softmax",
+                                                                     capped_library), ("numpy", capped_numpy)]
+
+
+def capped_colleague(scores, mask, cap):
+    return torch.softmax(cap * torch.tanh(scores.masked_fill(~mask, float("-inf")) / cap), dim=-1)
+
+
+WRONG_CAPPED = [
+    ("the colleague's: mask, then cap", capped_colleague, "cap the scores first, then mask"),
+    ("clamped at the cap", lambda s, m, c: torch.softmax(s.clamp(-c, c).masked_fill(~m, float("-inf")), -1),
+     "clamped"),
+    ("tanh of the score itself", lambda s, m, c: torch.softmax((c * torch.tanh(s)).masked_fill(~m, float("-inf")),
+                                                               -1), "divide by the cap inside tanh"),
+    ("no cap", lambda s, m, c: torch.softmax(s.masked_fill(~m, float("-inf")), -1), "not capped"),
+    ("weights of another shape", lambda s, m, c: capped_right(s, m, c)[..., 0], "shape"),
+    ("softmax over the queries", lambda s, m, c: torch.softmax((c * torch.tanh(s / c)).masked_fill(~m, -1e9), -2),
+     GENERIC),
+]
+
 ATTEMPTS = [
     *(Attempt("14/1", label, lesson14.kept_positions, fn, right=True) for label, fn in RIGHT_KEPT),
     *(Attempt("14/1", label, lesson14.kept_positions, fn, hint=hint) for label, fn, hint in WRONG_KEPT),
+    *(Attempt("14/3", label, lesson14.capped_weights, fn, right=True) for label, fn in RIGHT_CAPPED),
+    *(Attempt("14/3", label, lesson14.capped_weights, fn, hint=hint) for label, fn, hint in WRONG_CAPPED),
 ]

@@ -1,10 +1,15 @@
 """Checks for lesson 14 (attention in today's open LLMs).
 
-Exercise 1 (helper A's part): which positions a StreamingLLM cache holds, a function of t, sinks and window, tried
+Exercise 1: which positions a StreamingLLM cache holds, a function of t, sinks and window, tried
 on inputs where the cache is not yet full, exactly full and long past full, with no sink, one and four, and windows
 on which forgetting the sinks, counting them inside the window, counting early positions twice, listing sinks that
 have not arrived yet or shifting the window by one each give another list. The right lists come from
-:class:`~attention_lab.SinkKVCache` itself. A's helpers are prefixed ``_a_``.
+:class:`~attention_lab.SinkKVCache` itself.
+
+Exercise 3 (find the bug): soft-capped attention weights with a mask, tried on scores of several shapes (i != j),
+caps of 1, 5 and 30, float32 and float64, with keys masked in every row but never all of them, so that capping after
+the mask (a masked -inf becomes -cap and gets weight), clamping instead of tanh, tanh without dividing by the cap,
+and no cap at all each give other weights. Helpers of helper A are prefixed ``_a_``.
 """
 
 from __future__ import annotations
@@ -13,10 +18,20 @@ import torch
 
 from ...generation.sink_cache import SinkKVCache
 from ...i18n import msg
-from ._core import call_learner, correct, fallback_hint, guard_errors, hint, learner_name, right_for_some_inputs
+from ._core import (
+    as_tensor,
+    call_learner,
+    close,
+    correct,
+    fallback_hint,
+    guard_errors,
+    hint,
+    learner_name,
+    right_for_some_inputs,
+)
 from ._function_answers import expect_function
 
-__all__ = ["kept_positions"]  # the checks; the rest is their machinery
+__all__ = ["capped_weights", "kept_positions"]  # the checks; the rest is their machinery
 
 # ---- exercise 1: what a StreamingLLM cache holds ----
 
@@ -114,3 +129,73 @@ def kept_positions(fn: object) -> None:
         hint(right_for_some_inputs(name, _a_describe(*_A_CASES[fine]), _a_describe(*_A_CASES[wrong])))
     fallback_hint(msg("for {where}: the cache holds positions 0 ... t - 1 at most; of those, the first `sinks` stay "
                       "for ever and the rest is the last `window` positions", where=_a_describe(*_A_CASES[wrong])))
+
+
+# ---- exercise 3: soft-capping and a mask, the bug to find ----
+
+
+def _a_capped_inputs() -> list[tuple[torch.Tensor, torch.Tensor, float]]:
+    """(scores, mask, cap): the exercise's example first; every row keeps at least one key."""
+    g = torch.Generator().manual_seed(14)
+    cases = []
+    for shape, cap, dtype in (((3, 4), 5.0, torch.float32), ((4, 6), 1.0, torch.float64),
+                              ((2, 3, 5), 30.0, torch.float32), ((5, 2), 5.0, torch.float64)):
+        scores = (torch.randn(shape, generator=g) * 4).to(dtype)  # (..., i, j)
+        mask = torch.rand(scores.shape, generator=g) > 0.4
+        mask[..., 0] = True  # every row keeps a key
+        mask[..., -1] = False  # and hides one
+        cases.append((scores, mask, cap))
+    return cases
+
+
+def _a_capped(scores: torch.Tensor, mask: torch.Tensor, cap: float, *, order: str = "cap first",
+              squash: str = "tanh") -> torch.Tensor:
+    """The right weights and their common variants (each keyword one mistake)."""
+    def squashed(x: torch.Tensor) -> torch.Tensor:  # (..., i, j)
+        if squash == "tanh":
+            return cap * torch.tanh(x / cap)
+        if squash == "clamp":
+            return x.clamp(-cap, cap)
+        if squash == "undivided":
+            return cap * torch.tanh(x)
+        return x
+    if order == "cap first":
+        return torch.softmax(squashed(scores.double()).masked_fill(~mask, float("-inf")), dim=-1)
+    return torch.softmax(squashed(scores.double().masked_fill(~mask, float("-inf"))), dim=-1)
+
+
+_A_CAPPED_MISTAKES = (
+    (dict(order="mask first"), msg("your weights give masked keys some weight: tanh turns a masked -inf into -cap, "
+                                   "a finite score; cap the scores first, then mask them")),
+    (dict(squash="clamp"), msg("your scores are clamped at the cap: soft-capping bends them smoothly, "
+                               "cap * tanh(score / cap)")),
+    (dict(squash="undivided"), msg("your capping takes tanh of the score itself: divide by the cap inside tanh, "
+                                   "cap * tanh(score / cap), so that small scores pass unchanged")),
+    (dict(squash="none"), msg("your weights are plain masked softmax: the scores are not capped")),
+)
+
+
+@guard_errors
+def capped_weights(fn: object) -> None:
+    """Exercise 3: ``fn(scores, mask, cap)``, the attention weights of soft-capped scores with a bool mask (True =
+    may attend)."""
+    fn = expect_function(fn, "capped_weights(scores, mask, cap)")
+    name = learner_name(fn)
+    cases = _a_capped_inputs()
+    got = []
+    for scores, mask, cap in cases:
+        value = as_tensor(call_learner(fn, scores.clone(), mask.clone(), cap), msg("what {name} returns", name=name))
+        if value.shape != scores.shape:
+            hint(msg("{name} should return weights of the scores' shape {expected}, got {shape}", name=name,
+                     expected=tuple(scores.shape), shape=tuple(value.shape)))
+        got.append(value.double())
+    right = [_a_capped(*case) for case in cases]
+    if all(close(g, r, atol=1e-5, rtol=1e-4) for g, r in zip(got, right)):
+        correct(msg("cap first, cap * tanh(scores / cap), then mask with -inf, then softmax over the keys: a masked "
+                    "key gets exactly 0"))
+        return
+    for options, message in _A_CAPPED_MISTAKES:
+        if all(close(g, _a_capped(*case, **options), atol=1e-5, rtol=1e-4) for g, case in zip(got, cases)):
+            hint(message)
+    fallback_hint(msg("compute cap * tanh(scores / cap), set the masked entries to -inf, and take the softmax over "
+                      "the last axis"))
