@@ -13,7 +13,8 @@ Reference: :func:`attention_lab.reference.attention_with_sinks`, which appends s
 a softmax over j + 1 entries and drops that column again, as gpt-oss's reference ``sdpa`` in
 ``gpt_oss/torch/model.py`` does (read, not copied). How this differs and what that buys: the sink enters only the row
 maximum and the denominator, so no ``(i, j + 1)`` copy of the scores is made, and the weights are a softmax of their
-own that tests compare with the reference in fp64, values and gradients.
+own that tests compare with the reference in fp64, values and gradients; fp16/bf16 scores are normalised in fp32,
+as :func:`~attention_lab.masked_softmax` does.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import math
 
 import torch
 
-from .._validation import check_qkv, check_scale, check_tensor, fail
+from .._validation import LOW_PRECISION, check_qkv, check_scale, check_tensor, fail
 from ._mask_checks import check_mask
 
 __all__ = ["attention_with_sinks", "softmax_with_sinks"]
@@ -59,13 +60,15 @@ def softmax_with_sinks(scores: torch.Tensor, sink_logits: torch.Tensor, mask: to
     fn = "softmax_with_sinks"
     check_tensor(fn, "scores", scores, floating=True)
     sink = _check_sinks(fn, scores, sink_logits)[:, None, None]  # (h, 1, 1)
+    work = scores.float() if scores.dtype in LOW_PRECISION else scores  # fp16/bf16 sums lose digits: fp32
     if mask is not None:
         check_mask(fn, mask, scores.shape, allow_float=False, like=scores)
-        scores = scores.masked_fill(~mask, float("-inf"))  # out of place
+        work = work.masked_fill(~mask, float("-inf"))  # out of place
+    sink = sink.to(work.dtype)
     # the row maximum includes the sink, which is finite: no row is all -inf, so no 0/0
-    row_max = torch.maximum(scores.amax(dim=-1, keepdim=True), sink).detach()  # (..., h, i, 1)
-    exp = torch.exp(scores - row_max)  # (..., h, i, j)
-    return exp / (exp.sum(dim=-1, keepdim=True) + torch.exp(sink - row_max))
+    row_max = torch.maximum(work.amax(dim=-1, keepdim=True), sink).detach()  # (..., h, i, 1)
+    exp = torch.exp(work - row_max)  # (..., h, i, j)
+    return (exp / (exp.sum(dim=-1, keepdim=True) + torch.exp(sink - row_max))).to(scores.dtype)
 
 
 def attention_with_sinks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sink_logits: torch.Tensor,
