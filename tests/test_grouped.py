@@ -199,8 +199,8 @@ def test_bad_inputs_name_both_values_and_the_valid_choices():
     with pytest.raises(ValueError, match=r"is \(1, 2, 4\) for the cache and \(2, 2, 4\) for the layer and x; build "
                                          r"the cache with new_cache\(batch_size=2, max_len=...\)"):
         layer(x, cache=al.KVCache(1, 2, 8, 4))
-    with pytest.raises(TypeError, match=r"cache must be one of KVCache, ConcatKVCache, SlidingWindowKVCache \(or "
-                                        r"None\), got dict"):
+    with pytest.raises(TypeError, match=r"cache must be one of KVCache, ConcatKVCache, SlidingWindowKVCache, "
+                                        r"SinkKVCache \(or None\), got dict"):
         layer(x, cache={})
     with pytest.raises(ValueError, match=r"x must have shape \(b, n, e\) with e=16.*got shape \(3, 16\)"):
         layer(torch.randn(3, 16))

@@ -30,21 +30,27 @@ from .._validation import (
     check_choice,
     check_heads_divide,
     check_kv_heads,
+    check_number,
     check_positive_int,
     check_positive_ints,
     check_sequence_input,
     fail,
 )
 from ..core._mask_checks import check_mask
-from ..core.functional import scaled_dot_product_attention
+from ..core.functional import attention_scores, masked_softmax, scaled_dot_product_attention
 from ..core.masks import causal_mask
 from ..core.multihead import MultiHeadAttention
+from ..core.output_gate import OutputGate
+from ..core.qk_normalization import QKNorm
+from ..core.sinks import softmax_with_sinks
+from ..core.softcapping import softcap
 from .kv_cache import ConcatKVCache, KVCache, SlidingWindowKVCache
 from .rope import _check_base, apply_rope
+from .sink_cache import SinkKVCache
 
 __all__ = ["CACHE_KINDS", "GroupedQueryAttention"]
 
-_CACHES = (KVCache, ConcatKVCache, SlidingWindowKVCache)
+_CACHES = (KVCache, ConcatKVCache, SlidingWindowKVCache, SinkKVCache)
 CACHE_KINDS = ("preallocated", "concat", "sliding")  # what GroupedQueryAttention.new_cache builds
 
 
@@ -110,6 +116,10 @@ class GroupedQueryAttention(nn.Module):
     which takes neither a mask nor weights. Without a mask it equals repeating each key/value head over its group
     and calling ``F.scaled_dot_product_attention(..., is_causal=causal)``.
 
+    Lesson 14's options, all off by default: ``qk_norm`` (:class:`~attention_lab.QKNorm`, before RoPE), ``output_gate``
+    (:class:`~attention_lab.OutputGate`), ``sink_logits`` (a learned logit per head, ``sinks``,
+    :func:`~attention_lab.softmax_with_sinks`), ``softcap=c`` (:func:`~attention_lab.softcap`, before the mask).
+
     Attributes: ``embed_dim`` (e), ``num_heads`` (h), ``num_kv_heads`` (h_kv), ``head_dim`` (d = e / h), ``rope``,
     ``rope_base``, ``causal``, and the projections ``q_proj`` (e -> e), ``k_proj`` and ``v_proj`` (e -> h_kv d),
     ``out_proj`` (e -> e), each an ``nn.Linear``.
@@ -118,7 +128,8 @@ class GroupedQueryAttention(nn.Module):
     """
 
     def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int, *, bias: bool = False, rope: bool = True,
-                 rope_base: float = 10000.0, causal: bool = True) -> None:
+                 rope_base: float = 10000.0, causal: bool = True, qk_norm: bool = False, output_gate: bool = False,
+                 sink_logits: bool = False, softcap: float | None = None) -> None:
         super().__init__()
         fn = "GroupedQueryAttention"
         check_positive_ints(fn, embed_dim=embed_dim, num_heads=num_heads)
@@ -142,6 +153,10 @@ class GroupedQueryAttention(nn.Module):
             nn.init.xavier_uniform_(proj.weight)
             if proj.bias is not None:
                 nn.init.zeros_(proj.bias)
+        self.qk_norm = QKNorm(head_dim) if check_bool(fn, "qk_norm", qk_norm) else None
+        self.gate = OutputGate(embed_dim, num_heads) if check_bool(fn, "output_gate", output_gate) else None
+        self.sinks = nn.Parameter(torch.zeros(num_heads)) if check_bool(fn, "sink_logits", sink_logits) else None
+        self.softcap = None if softcap is None else check_number(fn, "softcap", softcap, low=0, low_open=True)
 
     def extra_repr(self) -> str:
         return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, "
@@ -206,7 +221,7 @@ class GroupedQueryAttention(nn.Module):
         return plain.train(self.training).to_torch(batch_first=batch_first)
 
     def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, need_weights: bool = False,
-                cache: KVCache | ConcatKVCache | SlidingWindowKVCache | None = None
+                cache: KVCache | ConcatKVCache | SlidingWindowKVCache | SinkKVCache | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Self-attention over x, after the positions already in ``cache`` (if any); see the class docstring.
 
@@ -228,13 +243,29 @@ class GroupedQueryAttention(nn.Module):
         q, k, v = self._project(x, torch.arange(offset, offset + n, device=x.device) if self.rope else None)
         if cache is not None:
             keys, values, allowed = _read_cache(cache, k, v)
-            heads, weights = _attend(q, keys, values, allowed=allowed, is_causal=False, need_weights=False)
+            heads, weights = self._attend(q, keys, values, allowed=allowed, is_causal=False, need_weights=False)
         else:
             if mask is not None and self.causal:
                 mask = mask & causal_mask(n, device=x.device)  # (..., i, j)
-            heads, weights = _attend(q, k, v, allowed=mask, is_causal=self.causal and mask is None,
-                                     need_weights=need_weights)
+            heads, weights = self._attend(q, k, v, allowed=mask, is_causal=self.causal and mask is None,
+                                          need_weights=need_weights)
+        if self.gate is not None:
+            heads = self.gate(x, heads)  # (b, h, i, d)
         return self.out_proj(rearrange(heads, "b h i d -> b i (h d)")), weights  # (b, i, e)
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, allowed: torch.Tensor | None,
+                is_causal: bool, need_weights: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``_attend``, or with sink logits or soft-capping the scores written out (no fused kernel has them)."""
+        if self.sinks is None and self.softcap is None:
+            return _attend(q, k, v, allowed=allowed, is_causal=is_causal, need_weights=need_weights)
+        if is_causal:
+            allowed = causal_mask(q.shape[-2], k.shape[-2], device=q.device)  # (i, j)
+        group = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (b, h, j, d)
+        scores = attention_scores(q, k) if self.softcap is None else softcap(attention_scores(q, k), self.softcap)
+        weights = (masked_softmax(scores, allowed) if self.sinks is None
+                   else softmax_with_sinks(scores, self.sinks.to(scores.dtype), allowed))  # (b, h, i, j)
+        return weights @ v, weights if need_weights else None  # (b, h, i, d)
 
     def _check_cache(self, fn: str, cache: object, x: torch.Tensor) -> None:
         if not self.causal:
@@ -261,6 +292,8 @@ class GroupedQueryAttention(nn.Module):
         q = rearrange(self.q_proj(x), "b i (h d) -> b h i d", h=self.num_heads)  # (b, h, i, d)
         k = rearrange(self.k_proj(x), "b j (h d) -> b h j d", h=self.num_kv_heads)  # (b, h_kv, j, d)
         v = rearrange(self.v_proj(x), "b j (h d) -> b h j d", h=self.num_kv_heads)  # (b, h_kv, j, d)
+        if self.qk_norm is not None:
+            q, k = self.qk_norm(q, k)
         if positions is not None:
             q, k = apply_rope(q, positions, base=self.rope_base), apply_rope(k, positions, base=self.rope_base)
         return q, k, v

@@ -2,7 +2,9 @@
 
 ``TransformerConfig(..., attention="linear")`` or, with options, ``attention=attention_spec("performer",
 num_features=128)``; ``attention_spec("softmax", positions="rope", num_kv_heads=2)`` rotates queries and keys
-instead of adding a learned position embedding, and shares each key/value head between two query heads.
+instead of adding a learned position embedding, and shares each key/value head between two query heads;
+``attention_spec("softmax", qk_norm=True, output_gate=True, sink_logits=True, softcap=50.0)`` turns on lesson 14's
+changes (:class:`~attention_lab.GroupedQueryAttention`'s options of those names).
 
 One table, :data:`ATTENTION_TABLE`, says for each name how its module is built and what it supports. Every module
 answers the blocks' one call, ``forward(x, *, mask=None, need_weights=False, cache=None) -> (output, weights)``,
@@ -36,9 +38,11 @@ import torch
 from torch import nn
 
 from .._validation import (
+    check_bool,
     check_choice,
     check_heads_divide,
     check_kv_heads,
+    check_number,
     check_positive_int,
     check_seed,
     fail,
@@ -54,10 +58,12 @@ from ..efficient.synthesizer import SYNTHESIZER_KINDS, SynthesizerAttention
 from ..efficient.topk import topk_attention
 from ..generation.grouped import GroupedQueryAttention
 
-__all__ = ["ATTENTIONS", "ATTENTION_TABLE", "CAUSAL_ATTENTIONS", "POSITIONS", "AttentionEntry", "AttentionSpec",
-           "attention_spec", "build_attention", "check_attention"]
+__all__ = ["ATTENTIONS", "ATTENTION_TABLE", "CAUSAL_ATTENTIONS", "POSITIONS", "SOFTMAX_CHANGES", "AttentionEntry",
+           "AttentionSpec", "attention_spec", "build_attention", "check_attention"]
 
 POSITIONS = ("learned", "rope")
+# lesson 14's changes to softmax attention, each off by default
+SOFTMAX_CHANGES = MappingProxyType({"qk_norm": False, "output_gate": False, "sink_logits": False, "softcap": None})
 
 
 Build = Callable[[Mapping[str, object], int, int, int, bool], nn.Module]  # (options, e, h, max_len, causal)
@@ -92,10 +98,12 @@ def _headwise(name: str, kernel: Callable[[Mapping[str, object], bool], Callable
 
 
 def _softmax(options: Mapping[str, object], e: int, h: int, max_len: int, causal: bool) -> nn.Module:
-    if options["positions"] == "learned" and options["num_kv_heads"] is None:  # plain: MultiHeadAttention's draws
+    changes = {name: options[name] for name in SOFTMAX_CHANGES}
+    plain = not any(value not in (False, None) for value in changes.values())
+    if plain and options["positions"] == "learned" and options["num_kv_heads"] is None:  # MultiHeadAttention's draws
         return GroupedQueryAttention.from_multihead(MultiHeadAttention(e, h), causal=causal)
     return GroupedQueryAttention(e, h, options["num_kv_heads"] or h, bias=True, rope=options["positions"] == "rope",
-                                 causal=causal)
+                                 causal=causal, **changes)
 
 
 def _block_sparse(options: Mapping[str, object], causal: bool) -> Callable[..., torch.Tensor]:
@@ -106,7 +114,8 @@ def _block_sparse(options: Mapping[str, object], causal: bool) -> Callable[..., 
 
 
 ATTENTION_TABLE: Mapping[str, AttentionEntry] = MappingProxyType({
-    "softmax": AttentionEntry(_softmax, {"positions": "learned", "num_kv_heads": None}, mask=True, weights=True,
+    "softmax": AttentionEntry(_softmax, {"positions": "learned", "num_kv_heads": None, **SOFTMAX_CHANGES},
+                              mask=True, weights=True,
                               cache="keys and values"),
     "block_sparse": AttentionEntry(_headwise("block_sparse", _block_sparse),
                                    {"layout": BlockLayout.sliding_window(64, neighbours=1)}),
@@ -160,6 +169,11 @@ def attention_spec(name: str, **options: object) -> AttentionSpec:
     if "positions" in options:
         check_choice(fn, "positions", options["positions"], POSITIONS,
                      hint="'learned' adds a learned embedding per position, 'rope' rotates queries and keys")
+    for key in ("qk_norm", "output_gate", "sink_logits"):
+        if key in options:
+            check_bool(fn, key, options[key])
+    if options.get("softcap") is not None:
+        check_number(fn, "softcap", options["softcap"], low=0, low_open=True, hint="e.g. softcap=50.0 (Gemma 2)")
     if options.get("num_kv_heads") is not None:
         check_positive_int(fn, "num_kv_heads", options["num_kv_heads"])
     if "layout" in options and not isinstance(options["layout"], BlockLayout):

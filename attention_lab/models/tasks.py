@@ -33,7 +33,7 @@ import torch
 
 from .._validation import check_positive_int, check_positive_ints, check_seed, fail
 
-__all__ = ["IGNORE_INDEX", "PointerLookup", "Repeat", "Reversal", "Sorting", "Task", "make_generator"]
+__all__ = ["IGNORE_INDEX", "PointerLookup", "Repeat", "Reversal", "Sorting", "Task", "TriggerCopy", "make_generator"]
 
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index: positions with this target are not scored
 
@@ -201,3 +201,46 @@ class Repeat(Task):
 
     def token_labels(self, tokens: torch.Tensor) -> list[str]:
         return [str(t) if t < self.n_symbols else "|" for t in tokens.tolist()]
+
+
+@dataclass(frozen=True)
+class TriggerCopy(Task):
+    """A decoder's task where attention is needed only now and then: after a start token, each symbol is copied,
+    except a trigger (symbols ``0 .. n_triggers-1``), whose target is the token before it.
+
+    Token ``n_symbols`` is the start token, always at position 0, and is not scored. At a trigger the model must
+    read one position back; everywhere else it needs nothing from other positions, so an attention head has nothing
+    to read most of the time: the setting in which trained models park attention on the first token (after the
+    Bigram-Backcopy task of Guo et al. 2024, *Active-Dormant Attention Heads*).
+
+    Shape: tokens and targets ``(b, i)``; targets are ``IGNORE_INDEX`` at position 0.
+    """
+
+    n_triggers: int = 2
+
+    name = "trigger copy"
+    sizes: ClassVar[tuple[str, ...]] = ("n_triggers",)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.n_triggers >= self.n_symbols:
+            fail("TriggerCopy", f"n_triggers must be smaller than n_symbols={self.n_symbols} (some symbols are "
+                                f"copied as they are), got n_triggers={self.n_triggers}; pass fewer triggers")
+
+    @property
+    def vocab_size(self) -> int:
+        return self.n_symbols + 1
+
+    def _make(self, symbols: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        tokens = symbols.clone()
+        tokens[:, 0] = self.n_symbols  # the start token
+        return tokens, self.solve(tokens)
+
+    def solve(self, tokens: torch.Tensor) -> torch.Tensor:
+        previous = torch.cat([tokens[:, :1], tokens[:, :-1]], dim=1)  # (b, i): the token one position back
+        targets = torch.where(tokens < self.n_triggers, previous, tokens)
+        targets[:, 0] = IGNORE_INDEX
+        return targets
+
+    def token_labels(self, tokens: torch.Tensor) -> list[str]:
+        return ["<s>" if t == self.n_symbols else (f"*{t}" if t < self.n_triggers else str(t)) for t in tokens.tolist()]

@@ -22,9 +22,18 @@ from ._attention import (
     synthesizer_attention,
     topk_attention,
 )
+from ._stabilizers import (
+    attention_with_sinks,
+    gated_attention,
+    qk_norm_attention,
+    rms_norm,
+    softcap,
+    streaming_attention,
+)
 
 __all__ = [
     "attention", "blockwise_attention", "block_sparse_attention", "linear_attention", "performer_attention",
     "topk_attention", "cluster_attention", "linformer_attention", "synthesizer_attention", "rope",
     "grouped_query_attention", "latent_attention", "sliding_window_attention", "kv_cache_bytes", "attention_flops",
+    "attention_with_sinks", "softcap", "rms_norm", "qk_norm_attention", "gated_attention", "streaming_attention",
 ]
