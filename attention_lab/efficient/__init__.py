@@ -7,11 +7,25 @@ Each fast path is tested against :mod:`attention_lab.reference`.
 Every public name here is also available as ``attention_lab.<name>``.
 """
 
-from . import block_sparse, blockwise, cluster, headwise, linear, linformer, performer, synthesizer, topk
+from . import (
+    block_sparse,
+    blockwise,
+    cluster,
+    delta_rule,
+    headwise,
+    indexed_sparse,
+    linear,
+    linformer,
+    performer,
+    synthesizer,
+    topk,
+)
 from .block_sparse import *  # noqa: F403
 from .blockwise import *  # noqa: F403
 from .cluster import *  # noqa: F403
+from .delta_rule import *  # noqa: F403
 from .headwise import *  # noqa: F403
+from .indexed_sparse import *  # noqa: F403
 from .linear import *  # noqa: F403
 from .linformer import *  # noqa: F403
 from .performer import *  # noqa: F403
@@ -21,3 +35,4 @@ from .topk import *  # noqa: F403
 __all__ = [*blockwise.__all__, *block_sparse.__all__]
 __all__ += [*linear.__all__, *performer.__all__, *topk.__all__, *cluster.__all__, *linformer.__all__,
             *synthesizer.__all__, *headwise.__all__]
+__all__ += [*delta_rule.__all__, *indexed_sparse.__all__]

@@ -5,13 +5,14 @@ size of a cache. Each is tested against :mod:`attention_lab.reference` and again
 Every public name here is also available as ``attention_lab.<name>``.
 """
 
-from . import cache_size, flops, grouped, kv_cache, latent, rope
+from . import cache_size, flops, grouped, interleaved, kv_cache, latent, rope
 from .cache_size import *  # noqa: F403
 from .flops import *  # noqa: F403
 from .grouped import *  # noqa: F403
+from .interleaved import *  # noqa: F403
 from .kv_cache import *  # noqa: F403
 from .latent import *  # noqa: F403
 from .rope import *  # noqa: F403
 
 __all__ = [*rope.__all__, *kv_cache.__all__, *grouped.__all__, *latent.__all__, *cache_size.__all__,
-           *flops.__all__]
+           *flops.__all__, *interleaved.__all__]

@@ -37,7 +37,7 @@ from .._validation import (
 )
 from ..core._mask_checks import check_mask
 from ..core.functional import scaled_dot_product_attention
-from ..core.masks import causal_mask
+from ..core.masks import causal_mask, sliding_window_mask
 from ..core.multihead import MultiHeadAttention
 from .kv_cache import ConcatKVCache, KVCache, SlidingWindowKVCache
 from .rope import _check_base, apply_rope
@@ -103,6 +103,11 @@ class GroupedQueryAttention(nn.Module):
     encoder's attention, which keeps no cache. With ``num_kv_heads == num_heads`` and ``rope=False`` it is
     :class:`~attention_lab.MultiHeadAttention` plus a cache (:meth:`from_multihead` and :meth:`to_torch` convert).
 
+    ``window`` (None: every key) makes it a local layer: query i sees only the keys within ``window`` positions of
+    it (:func:`~attention_lab.sliding_window_mask`, causal or not as the layer), and its cache keeps only those
+    (:meth:`new_cache` gives a sliding cache of ``window``): the local layers of an interleaved stack
+    (:mod:`attention_lab.generation.interleaved`).
+
     ``forward(x, *, mask=None, need_weights=False, cache=None)`` returns ``(output, weights)``: the bool ``mask``
     (True = may attend, broadcastable to ``(b, h, i, j)``) is combined with causality; ``need_weights`` returns the
     per-head weights; with a ``cache`` (:meth:`new_cache`) the new keys and values are appended to it and each new
@@ -111,14 +116,14 @@ class GroupedQueryAttention(nn.Module):
     and calling ``F.scaled_dot_product_attention(..., is_causal=causal)``.
 
     Attributes: ``embed_dim`` (e), ``num_heads`` (h), ``num_kv_heads`` (h_kv), ``head_dim`` (d = e / h), ``rope``,
-    ``rope_base``, ``causal``, and the projections ``q_proj`` (e -> e), ``k_proj`` and ``v_proj`` (e -> h_kv d),
+    ``rope_base``, ``causal``, ``window``, and the projections ``q_proj`` (e -> e), ``k_proj`` and ``v_proj`` (e -> h_kv d),
     ``out_proj`` (e -> e), each an ``nn.Linear``.
 
     Shape: x ``(b, n, e)`` -> output ``(b, n, e)``, weights ``(b, h, i, j)`` or None.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int, *, bias: bool = False, rope: bool = True,
-                 rope_base: float = 10000.0, causal: bool = True) -> None:
+                 rope_base: float = 10000.0, causal: bool = True, window: int | None = None) -> None:
         super().__init__()
         fn = "GroupedQueryAttention"
         check_positive_ints(fn, embed_dim=embed_dim, num_heads=num_heads)
@@ -127,6 +132,7 @@ class GroupedQueryAttention(nn.Module):
         check_bool(fn, "bias", bias)
         check_bool(fn, "rope", rope)
         self.causal = check_bool(fn, "causal", causal)
+        self.window = None if window is None else check_positive_int(fn, "window", window)
         head_dim = embed_dim // num_heads
         if rope and head_dim % 2:
             fail(fn, f"RoPE rotates pairs of features, so head_dim = embed_dim / num_heads must be even, got "
@@ -145,13 +151,17 @@ class GroupedQueryAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, "
-                f"head_dim={self.head_dim}, rope={self.rope}, causal={self.causal}")
+                f"head_dim={self.head_dim}, rope={self.rope}, causal={self.causal}"
+                + ("" if self.window is None else f", window={self.window}"))
 
     def new_cache(self, batch_size: int, max_len: int, *, kind: str = "preallocated", window: int | None = None
                   ) -> KVCache | ConcatKVCache | SlidingWindowKVCache:
         """An empty cache for this layer, on its device and in its dtype: ``kind`` ``"preallocated"``
         (:class:`~attention_lab.KVCache` of ``max_len`` positions), ``"concat"`` (:class:`~attention_lab.ConcatKVCache`)
         or ``"sliding"`` (:class:`~attention_lab.SlidingWindowKVCache` of the last ``window`` positions).
+
+        A local layer (``window`` set) keeps only its window whatever ``kind`` says: a sliding cache of ``window``
+        positions (``kind="sliding"`` with another window is refused).
 
         Shape: a cache whose buffers are ``(b, h_kv, max_len or window, d)``, b = batch_size.
         """
@@ -165,8 +175,13 @@ class GroupedQueryAttention(nn.Module):
         if (kind == "sliding") != (window is not None):
             fail(fn, f"window= is needed with kind='sliding' and only then, got kind={kind!r} and window={window!r}; "
                      f"e.g. new_cache(1, 64, kind='sliding', window=16)")
+        if self.window is not None and window not in (None, self.window):
+            fail(fn, f"window must be the layer's own window {self.window} (a local layer sees no further), got "
+                     f"window={window}; pass window={self.window} or leave kind and window out")
         options = dict(dtype=self.q_proj.weight.dtype, device=self.q_proj.weight.device)
         sizes = (batch_size, self.num_kv_heads)
+        if self.window is not None:
+            return SlidingWindowKVCache(*sizes, self.window, self.head_dim, **options)
         if kind == "preallocated":
             return KVCache(*sizes, max_len, self.head_dim, **options)
         if kind == "concat":
@@ -226,6 +241,9 @@ class GroupedQueryAttention(nn.Module):
                          "weights); call it with cache=None to get them")
         offset = 0 if cache is None else cache.offset
         q, k, v = self._project(x, torch.arange(offset, offset + n, device=x.device) if self.rope else None)
+        if self.window is not None and cache is None:
+            band = sliding_window_mask(n, self.window, causal=self.causal, device=x.device)  # (i, j)
+            mask = band if mask is None else mask & band
         if cache is not None:
             keys, values, allowed = _read_cache(cache, k, v)
             heads, weights = _attend(q, keys, values, allowed=allowed, is_causal=False, need_weights=False)
@@ -249,6 +267,9 @@ class GroupedQueryAttention(nn.Module):
             fail(fn, f"the cache does not match the layer and input: (batch_size, num_kv_heads, head_dim) is "
                      f"{cache_has} for the cache and {layer_says} for the layer and x; build the cache with "
                      f"new_cache(batch_size={layer_says[0]}, max_len=...)")
+        if self.window is not None and getattr(cache, "window", None) != self.window:
+            fail(fn, f"a local layer (window={self.window}) needs a SlidingWindowKVCache of that window, got "
+                     f"{type(cache).__name__} (window {getattr(cache, 'window', None)}); make it with new_cache()")
         if isinstance(cache, KVCache):  # a full buffer is refused before any append, in the layer's name
             cache._check_room(fn, x.shape[1], cache.max_len)
 
