@@ -5,14 +5,14 @@ d x dv matrix) and reads b^t = S^T q^t: every write adds, so a key written twice
 and with more keys than d they interfere. The delta rule (Widrow and Hoff 1960; DeltaNet, Schlag et al. 2021;
 parallelised by Yang et al. 2024, "Parallelizing Linear Transformers with the Delta Rule over Sequence Length")
 first reads what S holds for k^t, S^T k^t, and writes only the difference towards v^t with a strength beta_t;
-Gated DeltaNet (Yang, Kautz and Hatamizadeh 2025, "Gated Delta Networks: Improving Mamba2 with Delta Rule") decays the whole state by a
-gate alpha_t in (0, 1] before each write:
+Gated DeltaNet (Yang, Kautz and Hatamizadeh 2025, "Gated Delta Networks: Improving Mamba2 with Delta Rule")
+also decays the whole state by a gate alpha_t in (0, 1] before each write:
 
     S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T,        b^t = S_t^T q^t.
 
-With a unit-length key and beta = 1, k_t then reads back exactly v_t. Qwen3-Next (Gated DeltaNet) and Kimi Linear
-(a variant with a decay per channel) put three such layers for every softmax-attention layer; their state is d x dv numbers per head at every
-length, where a KV cache grows with the context (:func:`delta_rule_state_bytes`).
+With a unit-length key and beta = 1, k_t then reads back exactly v_t. Qwen3-Next (Gated DeltaNet) and Kimi
+Linear (a variant with a decay per channel) put three such layers for every softmax-attention layer; their state is
+d x dv numbers per head at every length, where a KV cache grows with the context (:func:`delta_rule_state_bytes`).
 
 :func:`gated_delta_rule_recurrent` runs the update one position at a time (what decoding does).
 :func:`gated_delta_rule` computes the same outputs in chunks of ``chunk_size`` positions: inside a chunk, with the

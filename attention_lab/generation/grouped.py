@@ -115,9 +115,9 @@ class GroupedQueryAttention(nn.Module):
     which takes neither a mask nor weights. Without a mask it equals repeating each key/value head over its group
     and calling ``F.scaled_dot_product_attention(..., is_causal=causal)``.
 
-    Attributes: ``embed_dim`` (e), ``num_heads`` (h), ``num_kv_heads`` (h_kv), ``head_dim`` (d = e / h), ``rope``,
-    ``rope_base``, ``causal``, ``window``, and the projections ``q_proj`` (e -> e), ``k_proj`` and ``v_proj`` (e -> h_kv d),
-    ``out_proj`` (e -> e), each an ``nn.Linear``.
+    Attributes: ``embed_dim`` (e), ``num_heads`` (h), ``num_kv_heads`` (h_kv), ``head_dim`` (d = e / h),
+    ``rope``, ``rope_base``, ``causal``, ``window``, and the projections ``q_proj`` (e -> e), ``k_proj`` and
+    ``v_proj`` (e -> h_kv d), ``out_proj`` (e -> e), each an ``nn.Linear``.
 
     Shape: x ``(b, n, e)`` -> output ``(b, n, e)``, weights ``(b, h, i, j)`` or None.
     """

@@ -57,7 +57,8 @@ class TransformerConfig:
     other attentions). ``windows`` (None: every layer global) gives each layer its own window, one entry per layer,
     an int for a local layer (it sees the keys within that many positions, and decodes with a cache of that size)
     or None for a global one: an interleaved stack of softmax layers, e.g.
-    :func:`~attention_lab.interleaved_windows` ``(6, window=16, local_per_global=5)``. Change one field with ``dataclasses.replace(config, norm="post")``.
+    :func:`~attention_lab.interleaved_windows` ``(6, window=16, local_per_global=5)``. Change one field with
+    ``dataclasses.replace(config, norm="post")``.
 
     Shape: no tensors; the model it builds maps tokens ``(b, i)`` with i <= max_len to ``(b, i, vocab_size)``.
     """
