@@ -25,18 +25,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .._validation import (
-    check_bool,
-    check_choice,
-    check_positive_int,
-    check_positive_ints,
-    check_tensor,
-    check_token_ids,
-    fail,
-)
+from .._validation import check_bool, check_choice, check_positive_ints, check_tensor, check_token_ids, fail
 from ..core.multihead import MultiHeadAttention
 from ..generation.grouped import CACHE_KINDS, GroupedQueryAttention
-from .attention_choice import ATTENTION_TABLE, AttentionSpec, build_attention, check_attention
+from .attention_choice import ATTENTION_TABLE, AttentionSpec, build_attention, check_attention, check_windows
 from .generate import _decode
 
 __all__ = ["NORMS", "TinyTransformer", "TransformerBlock", "TransformerConfig"]
@@ -54,11 +46,8 @@ class TransformerConfig:
     :data:`~attention_lab.models.attention_choice.ATTENTIONS` or an ``attention_spec(name, **options)``; stored as
     the spec with its defaults filled in (``config.attention.options``), and ``d_ff`` as the width it stands for.
     ``positions`` and ``num_kv_heads`` read softmax attention's options (``"learned"`` and ``num_heads`` for the
-    other attentions). ``windows`` (None: every layer global) gives each layer its own window, one entry per layer,
-    an int for a local layer (it sees the keys within that many positions, and decodes with a cache of that size)
-    or None for a global one: an interleaved stack of softmax layers, e.g.
-    :func:`~attention_lab.interleaved_windows` ``(6, window=16, local_per_global=5)``. Change one field with
-    ``dataclasses.replace(config, norm="post")``.
+    other attentions). ``windows``: None, or one per layer, an int for a local layer (its window and its cache's size),
+    None for a global one (:func:`~attention_lab.interleaved_windows`). Change one field with ``dataclasses.replace``.
 
     Shape: no tensors; the model it builds maps tokens ``(b, i)`` with i <= max_len to ``(b, i, vocab_size)``.
     """
@@ -86,7 +75,7 @@ class TransformerConfig:
         spec = check_attention(fn, self.attention, self.d_model, self.num_heads, self.causal)
         object.__setattr__(self, "attention", spec)  # frozen: the resolved values, set once here
         if self.windows is not None:
-            object.__setattr__(self, "windows", _check_windows(fn, self.windows, self.num_layers, spec.name))
+            object.__setattr__(self, "windows", check_windows(fn, self.windows, self.num_layers, spec.name))
         object.__setattr__(self, "d_ff", 4 * self.d_model if self.d_ff is None else self.d_ff)
 
     @property
@@ -98,19 +87,6 @@ class TransformerConfig:
     def num_kv_heads(self) -> int:
         """Key/value heads per layer: what the KV cache keeps."""
         return self.attention.options.get("num_kv_heads") or self.num_heads
-
-
-def _check_windows(fn: str, windows: object, num_layers: int, attention: str) -> tuple[int | None, ...]:
-    if not isinstance(windows, (tuple, list)) or len(windows) != num_layers:
-        fail(fn, f"windows must be a tuple of one window per layer ({num_layers}), an int or None each, got "
-                 f"{windows!r}; e.g. windows=interleaved_windows({num_layers}, window=16, local_per_global=1)",
-             TypeError)
-    if attention != "softmax":
-        fail(fn, f"windows applies to attention='softmax' only, got attention={attention!r}; leave windows out")
-    for window in windows:
-        if window is not None:
-            check_positive_int(fn, "windows[...]", window)
-    return tuple(windows)
 
 
 def _norm(kind: str, d_model: int) -> nn.Module:
@@ -181,10 +157,8 @@ class TinyTransformer(nn.Module):
         self.layers = nn.ModuleList(
             TransformerBlock(e, config.num_heads, config.d_ff, config.norm,
                              build_attention(config.attention, e, config.num_heads, max_len=config.max_len,
-                                             causal=config.causal, fn="TinyTransformer"))
-            for _ in range(config.num_layers))
-        for layer, window in zip(self.layers, config.windows or ()):
-            layer.attn.window = window  # a local layer (an int) or a global one (None); checked by the config
+                                             causal=config.causal, fn="TinyTransformer", window=window))
+            for window in config.windows or (None,) * config.num_layers)
         self.final_norm = nn.LayerNorm(e) if config.norm == "pre" else nn.Identity()
         self.head = nn.Linear(e, config.vocab_size)
 
@@ -193,7 +167,6 @@ class TinyTransformer(nn.Module):
         extra = "" if c.attention.name == "softmax" else f", attention={c.attention.name!r}"
         extra += "" if c.positions == "learned" else f", positions={c.positions!r}"
         extra += "" if c.num_kv_heads == c.num_heads else f", num_kv_heads={c.num_kv_heads}"
-        extra += "" if c.windows is None else f", windows={c.windows}"
         return f"norm={c.norm!r}, causal={c.causal}" + extra
 
     def _check_tokens(self, fn: str, tokens: object, offset: int) -> torch.Tensor:
