@@ -2,6 +2,8 @@
 blocks of it (block layouts, block-sparse), and the family that changes the matrix itself: linear and Performer
 (a kernel instead of the softmax), top-k and cluster (fewer keys per query, exact on them), Linformer (fewer,
 mixed keys) and Synthesizer (weights without q . k); HeadwiseAttention makes a multi-head layer of any of them.
+Lesson 14 adds the gated delta rule (a linear-attention state that overwrites) and attention over the keys a
+lightning indexer picks (DeepSeek Sparse Attention).
 Each fast path is tested against :mod:`attention_lab.reference`.
 
 Every public name here is also available as ``attention_lab.<name>``.

@@ -1,6 +1,7 @@
 """Attention while generating: rotary positions, key/value caches (pre-allocated, concatenated, sliding), attention
-with fewer key/value heads (grouped-query, multi-query) or a latent cache (multi-head latent attention), and the
-size of a cache. Each is tested against :mod:`attention_lab.reference` and against decoding without a cache.
+with fewer key/value heads (grouped-query, multi-query) or a latent cache (multi-head latent attention), the size
+of a cache, and the windows of a stack of local and global layers with its cache (lesson 14). Each is tested
+against :mod:`attention_lab.reference` and against decoding without a cache.
 
 Every public name here is also available as ``attention_lab.<name>``.
 """
