@@ -216,7 +216,7 @@ with torch.no_grad():
     errors = {"random keys": error(torch.rand(8, n, n, generator=torch.Generator().manual_seed(7))),
               "untrained indexer": error(indexer(x_test))}
 optimizer, stream = torch.optim.Adam(indexer.parameters(), lr=3e-2), torch.Generator().manual_seed(0)
-for step in range(100):
+for _ in range(100):
     x = tokens(4, stream)
     loss = al.indexer_distillation_loss(indexer(x), weights_of(x))
     optimizer.zero_grad()
