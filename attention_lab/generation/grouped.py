@@ -21,7 +21,6 @@ holds h / h_kv times fewer numbers and decoding reads h / h_kv times fewer of th
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
@@ -37,13 +36,11 @@ from .._validation import (
     fail,
 )
 from ..core._mask_checks import check_mask
-from ..core.functional import attention_scores, masked_softmax, scaled_dot_product_attention
-from ..core.masks import causal_mask
+from ..core.masks import causal_mask, sliding_window_mask
 from ..core.multihead import MultiHeadAttention
 from ..core.output_gate import OutputGate
 from ..core.qk_normalization import QKNorm
-from ..core.sinks import softmax_with_sinks
-from ..core.softcapping import softcap
+from ._attend import attend, read_cache
 from .kv_cache import ConcatKVCache, KVCache, SlidingWindowKVCache
 from .rope import _check_base, apply_rope
 from .sink_cache import SinkKVCache
@@ -52,52 +49,6 @@ __all__ = ["CACHE_KINDS", "GroupedQueryAttention"]
 
 _CACHES = (KVCache, ConcatKVCache, SlidingWindowKVCache, SinkKVCache)
 CACHE_KINDS = ("preallocated", "concat", "sliding")  # what GroupedQueryAttention.new_cache builds
-
-
-def _read_cache(cache: KVCache | ConcatKVCache | SlidingWindowKVCache, k: torch.Tensor, v: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Append k and v to the cache; return the keys and values the new queries read, and which of them each query
-    may see (None: one new query, which sees every key held).
-
-    Shape: k and v ``(b, h_kv, n, d)`` -> keys and values ``(b, h_kv, j, d)``, allowed ``(i, j)`` bool or None.
-    """
-    n, offset = k.shape[2], cache.offset
-    window = cache.window if isinstance(cache, SlidingWindowKVCache) else None
-    if window is not None and n > 1 and len(cache) + n > window:
-        # The ring would overwrite keys that this chunk's earlier queries still need: read them before appending.
-        keys = torch.cat([cache.keys[:, :, :len(cache)], k], dim=2)  # (b, h_kv, len + n, d)
-        values = torch.cat([cache.values[:, :, :len(cache)], v], dim=2)  # (b, h_kv, len + n, d)
-        key_positions = torch.cat([cache.positions, torch.arange(offset, offset + n, device=k.device)])  # (j,)
-        cache.append(k, v)
-    else:
-        keys, values = cache.append(k, v)  # (b, h_kv, len, d)
-        if n == 1:
-            return keys, values, None
-        key_positions = cache.positions  # (j,)
-    new_positions = torch.arange(offset, offset + n, device=k.device)  # (i,)
-    allowed = key_positions[None, :] <= new_positions[:, None]  # (i, j): query at offset + r sees keys up to it
-    if window is not None:
-        allowed &= key_positions[None, :] > new_positions[:, None] - window  # and only the last `window` of them
-    return keys, values, allowed
-
-
-def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, allowed: torch.Tensor | None, is_causal: bool,
-            need_weights: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Softmax attention of h query heads over h_kv key/value heads (query head i reads head i // g).
-
-    Shape: q ``(b, h, i, d)``, k and v ``(b, h_kv, j, d)``, allowed bool broadcastable to ``(b, h, i, j)``
-        -> ``(b, h, i, d)``, weights ``(b, h, i, j)`` or None.
-    """
-    if need_weights:
-        group = q.shape[1] // k.shape[1]
-        if is_causal:
-            allowed = causal_mask(q.shape[-2], k.shape[-2], device=q.device)  # (i, j)
-        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (b, h, j, d)
-        return scaled_dot_product_attention(q, k, v, allowed)
-    heads = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, is_causal=is_causal, enable_gqa=True)
-    if allowed is not None:  # a query with no allowed key gets zeros, as everywhere in the package
-        heads = torch.where(allowed.any(dim=-1, keepdim=True), heads, heads.new_zeros(()))
-    return heads, None  # (b, h, i, d)
 
 
 class GroupedQueryAttention(nn.Module):
@@ -109,6 +60,11 @@ class GroupedQueryAttention(nn.Module):
     encoder's attention, which keeps no cache. With ``num_kv_heads == num_heads`` and ``rope=False`` it is
     :class:`~attention_lab.MultiHeadAttention` plus a cache (:meth:`from_multihead` and :meth:`to_torch` convert).
 
+    ``window`` (None: every key) makes it a local layer: query i sees only the keys within ``window`` positions of
+    it (:func:`~attention_lab.sliding_window_mask`, causal or not as the layer), and its cache keeps only those
+    (:meth:`new_cache` gives a sliding cache of ``window``): the local layers of an interleaved stack
+    (:mod:`attention_lab.generation.interleaved`).
+
     ``forward(x, *, mask=None, need_weights=False, cache=None)`` returns ``(output, weights)``: the bool ``mask``
     (True = may attend, broadcastable to ``(b, h, i, j)``) is combined with causality; ``need_weights`` returns the
     per-head weights; with a ``cache`` (:meth:`new_cache`) the new keys and values are appended to it and each new
@@ -116,20 +72,21 @@ class GroupedQueryAttention(nn.Module):
     which takes neither a mask nor weights. Without a mask it equals repeating each key/value head over its group
     and calling ``F.scaled_dot_product_attention(..., is_causal=causal)``.
 
-    Lesson 14's options, all off by default: ``qk_norm`` (:class:`~attention_lab.QKNorm`, before RoPE), ``output_gate``
+    Lesson 14's options, all off by default: ``window`` (a local layer: each query sees its last ``window``
+    positions), ``qk_norm`` (:class:`~attention_lab.QKNorm`, before RoPE), ``output_gate``
     (:class:`~attention_lab.OutputGate`), ``sink_logits`` (a learned logit per head, ``sinks``,
     :func:`~attention_lab.softmax_with_sinks`), ``softcap=c`` (:func:`~attention_lab.softcap`, before the mask).
 
     Attributes: ``embed_dim`` (e), ``num_heads`` (h), ``num_kv_heads`` (h_kv), ``head_dim`` (d = e / h), ``rope``,
-    ``rope_base``, ``causal``, and the projections ``q_proj`` (e -> e), ``k_proj`` and ``v_proj`` (e -> h_kv d),
-    ``out_proj`` (e -> e), each an ``nn.Linear``.
+    ``rope_base``, ``causal``, ``window``, and the projections ``q_proj`` (e -> e), ``k_proj`` and ``v_proj``
+    (e -> h_kv d), ``out_proj`` (e -> e), each an ``nn.Linear``.
 
     Shape: x ``(b, n, e)`` -> output ``(b, n, e)``, weights ``(b, h, i, j)`` or None.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int, *, bias: bool = False, rope: bool = True,
-                 rope_base: float = 10000.0, causal: bool = True, qk_norm: bool = False, output_gate: bool = False,
-                 sink_logits: bool = False, softcap: float | None = None) -> None:
+                 rope_base: float = 10000.0, causal: bool = True, window: int | None = None, qk_norm: bool = False,
+                 output_gate: bool = False, sink_logits: bool = False, softcap: float | None = None) -> None:
         super().__init__()
         fn = "GroupedQueryAttention"
         check_positive_ints(fn, embed_dim=embed_dim, num_heads=num_heads)
@@ -138,6 +95,7 @@ class GroupedQueryAttention(nn.Module):
         check_bool(fn, "bias", bias)
         check_bool(fn, "rope", rope)
         self.causal = check_bool(fn, "causal", causal)
+        self.window = None if window is None else check_positive_int(fn, "window", window)
         head_dim = embed_dim // num_heads
         if rope and head_dim % 2:
             fail(fn, f"RoPE rotates pairs of features, so head_dim = embed_dim / num_heads must be even, got "
@@ -160,13 +118,17 @@ class GroupedQueryAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, "
-                f"head_dim={self.head_dim}, rope={self.rope}, causal={self.causal}")
+                f"head_dim={self.head_dim}, rope={self.rope}, causal={self.causal}"
+                + ("" if self.window is None else f", window={self.window}"))
 
     def new_cache(self, batch_size: int, max_len: int, *, kind: str = "preallocated", window: int | None = None
                   ) -> KVCache | ConcatKVCache | SlidingWindowKVCache:
         """An empty cache for this layer, on its device and in its dtype: ``kind`` ``"preallocated"``
         (:class:`~attention_lab.KVCache` of ``max_len`` positions), ``"concat"`` (:class:`~attention_lab.ConcatKVCache`)
         or ``"sliding"`` (:class:`~attention_lab.SlidingWindowKVCache` of the last ``window`` positions).
+
+        A local layer (``window`` set) keeps only its window whatever ``kind`` says: a sliding cache of ``window``
+        positions (``kind="sliding"`` with another window is refused).
 
         Shape: a cache whose buffers are ``(b, h_kv, max_len or window, d)``, b = batch_size.
         """
@@ -180,8 +142,13 @@ class GroupedQueryAttention(nn.Module):
         if (kind == "sliding") != (window is not None):
             fail(fn, f"window= is needed with kind='sliding' and only then, got kind={kind!r} and window={window!r}; "
                      f"e.g. new_cache(1, 64, kind='sliding', window=16)")
+        if self.window is not None and window not in (None, self.window):
+            fail(fn, f"window must be the layer's own window {self.window} (a local layer sees no further), got "
+                     f"window={window}; pass window={self.window} or leave kind and window out")
         options = dict(dtype=self.q_proj.weight.dtype, device=self.q_proj.weight.device)
         sizes = (batch_size, self.num_kv_heads)
+        if self.window is not None:
+            return SlidingWindowKVCache(*sizes, self.window, self.head_dim, **options)
         if kind == "preallocated":
             return KVCache(*sizes, max_len, self.head_dim, **options)
         if kind == "concat":
@@ -241,31 +208,21 @@ class GroupedQueryAttention(nn.Module):
                          "weights); call it with cache=None to get them")
         offset = 0 if cache is None else cache.offset
         q, k, v = self._project(x, torch.arange(offset, offset + n, device=x.device) if self.rope else None)
+        if self.window is not None and cache is None:
+            band = sliding_window_mask(n, self.window, causal=self.causal, device=x.device)  # (i, j)
+            mask = band if mask is None else mask & band
         if cache is not None:
-            keys, values, allowed = _read_cache(cache, k, v)
-            heads, weights = self._attend(q, keys, values, allowed=allowed, is_causal=False, need_weights=False)
+            keys, values, allowed = read_cache(cache, k, v)
+            heads, weights = attend(q, keys, values, allowed=allowed, is_causal=False, need_weights=False,
+                                     sinks=self.sinks, cap=self.softcap)
         else:
             if mask is not None and self.causal:
                 mask = mask & causal_mask(n, device=x.device)  # (..., i, j)
-            heads, weights = self._attend(q, k, v, allowed=mask, is_causal=self.causal and mask is None,
-                                          need_weights=need_weights)
+            heads, weights = attend(q, k, v, allowed=mask, is_causal=self.causal and mask is None,
+                                    need_weights=need_weights, sinks=self.sinks, cap=self.softcap)
         if self.gate is not None:
             heads = self.gate(x, heads)  # (b, h, i, d)
         return self.out_proj(rearrange(heads, "b h i d -> b i (h d)")), weights  # (b, i, e)
-
-    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, allowed: torch.Tensor | None,
-                is_causal: bool, need_weights: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``_attend``, or with sink logits or soft-capping the scores written out (no fused kernel has them)."""
-        if self.sinks is None and self.softcap is None:
-            return _attend(q, k, v, allowed=allowed, is_causal=is_causal, need_weights=need_weights)
-        if is_causal:
-            allowed = causal_mask(q.shape[-2], k.shape[-2], device=q.device)  # (i, j)
-        group = q.shape[1] // k.shape[1]
-        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (b, h, j, d)
-        scores = attention_scores(q, k) if self.softcap is None else softcap(attention_scores(q, k), self.softcap)
-        weights = (masked_softmax(scores, allowed) if self.sinks is None
-                   else softmax_with_sinks(scores, self.sinks.to(scores.dtype), allowed))  # (b, h, i, j)
-        return weights @ v, weights if need_weights else None  # (b, h, i, d)
 
     def _check_cache(self, fn: str, cache: object, x: torch.Tensor) -> None:
         if not self.causal:
@@ -280,6 +237,9 @@ class GroupedQueryAttention(nn.Module):
             fail(fn, f"the cache does not match the layer and input: (batch_size, num_kv_heads, head_dim) is "
                      f"{cache_has} for the cache and {layer_says} for the layer and x; build the cache with "
                      f"new_cache(batch_size={layer_says[0]}, max_len=...)")
+        if self.window is not None and getattr(cache, "window", None) != self.window:
+            fail(fn, f"a local layer (window={self.window}) needs a SlidingWindowKVCache of that window, got "
+                     f"{type(cache).__name__} (window {getattr(cache, 'window', None)}); make it with new_cache()")
         if isinstance(cache, KVCache):  # a full buffer is refused before any append, in the layer's name
             cache._check_room(fn, x.shape[1], cache.max_len)
 

@@ -59,7 +59,7 @@ from ..efficient.topk import topk_attention
 from ..generation.grouped import GroupedQueryAttention
 
 __all__ = ["ATTENTIONS", "ATTENTION_TABLE", "CAUSAL_ATTENTIONS", "POSITIONS", "SOFTMAX_CHANGES", "AttentionEntry",
-           "AttentionSpec", "attention_spec", "build_attention", "check_attention"]
+           "AttentionSpec", "attention_spec", "build_attention", "check_attention", "check_windows"]
 
 POSITIONS = ("learned", "rope")
 # lesson 14's changes to softmax attention, each off by default
@@ -219,13 +219,31 @@ def _as_spec(fn: str, attention: object) -> AttentionSpec:
              f"attention='softmax'", TypeError)
 
 
+def check_windows(fn: str, windows: object, num_layers: int, attention: str) -> tuple[int | None, ...]:
+    """A model's ``windows``: one per layer, an int (a local layer's window) or None (a global layer), for softmax
+    attention only (:mod:`attention_lab.generation.interleaved`). Shape: no tensors; the windows as a tuple."""
+    if not isinstance(windows, (tuple, list)) or len(windows) != num_layers:
+        fail(fn, f"windows must be a tuple of one window per layer ({num_layers}), an int or None each, got "
+                 f"{windows!r}; e.g. windows=interleaved_windows({num_layers}, window=16, local_per_global=1)",
+             TypeError)
+    if attention != "softmax":
+        fail(fn, f"windows applies to attention='softmax' only, got attention={attention!r}; leave windows out")
+    for window in windows:
+        if window is not None:
+            check_positive_int(fn, "windows[...]", window)
+    return tuple(windows)
+
+
 def build_attention(attention: str | AttentionSpec, embed_dim: int, num_heads: int, *, max_len: int,
-                    causal: bool = False, fn: str = "build_attention") -> nn.Module:
+                    causal: bool = False, fn: str = "build_attention", window: int | None = None) -> nn.Module:
     """The self-attention module for ``attention`` (a name or :func:`attention_spec`) in a model of ``max_len``:
-    its row of :data:`ATTENTION_TABLE`, built.
+    its row of :data:`ATTENTION_TABLE`, built; ``window`` (softmax only) makes it a local layer of that window.
 
     Shape: the module maps x ``(b, i, e)`` (with ``mask=``, ``need_weights=``, ``cache=``) to ``(output (b, i, e),
     weights)``.
     """
     spec = check_attention(fn, attention, embed_dim, num_heads, causal)
-    return ATTENTION_TABLE[spec.name].build(spec.options, embed_dim, num_heads, max_len, causal)
+    module = ATTENTION_TABLE[spec.name].build(spec.options, embed_dim, num_heads, max_len, causal)
+    if window is not None:
+        module.window = check_windows(fn, (window,), 1, spec.name)[0]  # read by GroupedQueryAttention.forward
+    return module

@@ -28,7 +28,7 @@ from torch import nn
 from .._validation import check_bool, check_choice, check_positive_ints, check_tensor, check_token_ids, fail
 from ..core.multihead import MultiHeadAttention
 from ..generation.grouped import CACHE_KINDS, GroupedQueryAttention
-from .attention_choice import ATTENTION_TABLE, AttentionSpec, build_attention, check_attention
+from .attention_choice import ATTENTION_TABLE, AttentionSpec, build_attention, check_attention, check_windows
 from .generate import _decode
 
 __all__ = ["NORMS", "TinyTransformer", "TransformerBlock", "TransformerConfig"]
@@ -46,7 +46,8 @@ class TransformerConfig:
     :data:`~attention_lab.models.attention_choice.ATTENTIONS` or an ``attention_spec(name, **options)``; stored as
     the spec with its defaults filled in (``config.attention.options``), and ``d_ff`` as the width it stands for.
     ``positions`` and ``num_kv_heads`` read softmax attention's options (``"learned"`` and ``num_heads`` for the
-    other attentions). Change one field with ``dataclasses.replace(config, norm="post")``.
+    other attentions). ``windows``: None, or one per layer, an int for a local layer (its window and its cache's size),
+    None for a global one (:func:`~attention_lab.interleaved_windows`). Change one field with ``dataclasses.replace``.
 
     Shape: no tensors; the model it builds maps tokens ``(b, i)`` with i <= max_len to ``(b, i, vocab_size)``.
     """
@@ -60,6 +61,7 @@ class TransformerConfig:
     norm: str = "pre"
     causal: bool = False
     attention: str | AttentionSpec = "softmax"
+    windows: tuple[int | None, ...] | None = None
 
     def __post_init__(self) -> None:
         fn = "TransformerConfig"
@@ -72,6 +74,8 @@ class TransformerConfig:
             check_positive_ints(fn, d_ff=self.d_ff)
         spec = check_attention(fn, self.attention, self.d_model, self.num_heads, self.causal)
         object.__setattr__(self, "attention", spec)  # frozen: the resolved values, set once here
+        if self.windows is not None:
+            object.__setattr__(self, "windows", check_windows(fn, self.windows, self.num_layers, spec.name))
         object.__setattr__(self, "d_ff", 4 * self.d_model if self.d_ff is None else self.d_ff)
 
     @property
@@ -153,8 +157,8 @@ class TinyTransformer(nn.Module):
         self.layers = nn.ModuleList(
             TransformerBlock(e, config.num_heads, config.d_ff, config.norm,
                              build_attention(config.attention, e, config.num_heads, max_len=config.max_len,
-                                             causal=config.causal, fn="TinyTransformer"))
-            for _ in range(config.num_layers))
+                                             causal=config.causal, fn="TinyTransformer", window=window))
+            for window in config.windows or (None,) * config.num_layers)
         self.final_norm = nn.LayerNorm(e) if config.norm == "pre" else nn.Identity()
         self.head = nn.Linear(e, config.vocab_size)
 

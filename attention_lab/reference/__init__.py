@@ -22,6 +22,12 @@ from ._attention import (
     synthesizer_attention,
     topk_attention,
 )
+from ._recurrent_and_sparse import (
+    gated_delta_rule,
+    indexed_sparse_attention,
+    interleaved_kv_cache_bytes,
+    lightning_index_scores,
+)
 from ._stabilizers import (
     attention_with_sinks,
     gated_attention,
@@ -37,3 +43,4 @@ __all__ = [
     "grouped_query_attention", "latent_attention", "sliding_window_attention", "kv_cache_bytes", "attention_flops",
     "attention_with_sinks", "softcap", "rms_norm", "qk_norm_attention", "gated_attention", "streaming_attention",
 ]
+__all__ += ["interleaved_kv_cache_bytes", "gated_delta_rule", "lightning_index_scores", "indexed_sparse_attention"]

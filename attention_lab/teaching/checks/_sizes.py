@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from ... import reference
-from ...generation import cache_size
+from ...generation import cache_size, interleaved
 from ...i18n import Message, msg
 from ...measure import cost
 from ._core import NotYet, call_prediction, fallback_hint, hint, whole_number
@@ -29,7 +29,8 @@ Formula = Callable[..., float]
 # seen however the learner reached the function (an alias, a helper, getattr)
 LIBRARY = {fn.__code__: fn.__name__ for fn in (cost.attention_flops, cost.attention_memory_bytes,
                                                reference.attention_flops, reference.kv_cache_bytes,
-                                               cache_size.kv_cache_bytes)}
+                                               cache_size.kv_cache_bytes, interleaved.interleaved_kv_cache_bytes,
+                                               reference.interleaved_kv_cache_bytes)}
 
 
 @contextlib.contextmanager
