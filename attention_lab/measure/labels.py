@@ -37,8 +37,8 @@ LABELS: dict[str, Message] = {message.template: message for message in (
     # lesson 12: the next character with and without the cache (the keys of next_token_timers)
     msg("pre-allocated cache"), msg("recompute"),
     # lesson 14: caches and states against the context (sections 5 and 6)
-    msg("the 5:1 stack's cache"), msg("the all-global cache"), msg("the delta-rule states"),
-    msg("the attention caches"),
+    msg("the 5:1 stack's cache"), msg("the all-global cache"), msg("the delta-rule memory"),
+    msg("the attention layers' cache"),
 )}
 
 
