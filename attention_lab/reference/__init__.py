@@ -22,9 +22,11 @@ from ._attention import (
     synthesizer_attention,
     topk_attention,
 )
+from ._images import conv_as_attention
 
 __all__ = [
     "attention", "blockwise_attention", "block_sparse_attention", "linear_attention", "performer_attention",
     "topk_attention", "cluster_attention", "linformer_attention", "synthesizer_attention", "rope",
     "grouped_query_attention", "latent_attention", "sliding_window_attention", "kv_cache_bytes", "attention_flops",
+    "conv_as_attention",
 ]
