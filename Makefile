@@ -68,10 +68,10 @@ test-fast: $(VENV)/.dev.stamp
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(NBVAL) $(PARALLEL) -m "not browser" $(PYTEST_ARGS) tests $(wildcard notebooks/*.ipynb)
 
-# Every lesson of every edition's first, opened and run in JupyterLab in headless Chromium (CI runs it after
-# make test). One worker: it is one browser session.
+# Every lesson of every edition's first, opened and run in JupyterLab in headless Chromium, and the web book of
+# every edition (CI runs it after make test). One worker: it is one browser session.
 test-browser: $(VENV)/.dev.stamp
-	$(BIN)/python -m pytest $(PYTEST_ARGS) tests/browser/test_lessons_in_browser.py
+	$(BIN)/python -m pytest $(PYTEST_ARGS) tests/browser/test_lessons_in_browser.py tests/browser/test_web_book.py
 
 # Read the lessons on the web: build/book/html/index.html (README "The web book"). It never executes a lesson.
 book: $(VENV)/.dev.stamp

@@ -120,7 +120,8 @@ def test_make_test_opens_a_few_lessons_in_the_browser_and_test_browser_every_les
     assert '-m "not browser_all"' in plan and plan.rstrip().endswith("tests notebooks"), plan
     browser = _make(scratch, "-n", "test-browser").stdout
     pytest_line = next(line for line in browser.splitlines() if "-m pytest" in line)
-    assert pytest_line.endswith(" tests/browser/test_lessons_in_browser.py") and "browser_all" not in browser, browser
+    assert pytest_line.endswith(" tests/browser/test_lessons_in_browser.py tests/browser/test_web_book.py"), browser
+    assert "browser_all" not in browser, browser
     assert "install_env.py" not in browser, browser
 
 

@@ -105,7 +105,10 @@ def _opens_on_click(page, selector: str) -> int:
     return folds.count()
 
 
-@pytest.mark.parametrize("edition", EDITIONS, ids=[e.tag for e in EDITIONS])
+# `make test` opens the first edition's book (a smoke test); the other editions and the language switch carry the
+# marker browser_all, which `make test` deselects and `make test-browser` (CI runs it after `make test`) selects.
+@pytest.mark.parametrize("edition", [pytest.param(e, marks=() if i == 0 else pytest.mark.browser_all, id=e.tag)
+                                     for i, e in enumerate(EDITIONS)])
 def test_landing_page_and_three_lessons_draw_and_open(edition, tab, server):
     page = tab.page
     tab.requests.clear()
@@ -140,6 +143,7 @@ def test_landing_page_and_three_lessons_draw_and_open(edition, tab, server):
     assert len(tab.requests) > 10, "the requests were recorded (theme, scripts, fonts, figures)"
 
 
+@pytest.mark.browser_all
 @pytest.mark.skipif(len(EDITIONS) < 2, reason="one edition: no language switch (tests/test_book_editions.py "
                                                "proves the switch on a fake second edition)")
 def test_the_language_switch_leads_to_the_same_lesson(tab, server):
