@@ -169,8 +169,8 @@ class TinyCNN(nn.Module):
         """
         fn = "TinyCNN.forward"
         if check_bool(fn, "need_weights", need_weights):
-            fail(fn, "need_weights=True asks for attention weights, and a CNN has none; call it with "
-                     "need_weights=False")
+            fail(fn, "need_weights must be False for a CNN (it has no attention weights), got need_weights=True; "
+                     "call it with need_weights=False")
         images = _check_images(fn, images)  # (b, c, H, W)
         expected = (self.channels, self.image_size, self.image_size)
         if tuple(images.shape[1:]) != expected:
