@@ -106,7 +106,7 @@ def test_falls_back_to_the_default_index_when_the_cpu_index_cannot_be_reached(pr
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{unreachable} cannot be reached" in result.stdout
     assert "falling back to the default index" in result.stdout
-    assert calls == [[*PIP, "torch==9.9.9"], UV_INSTALL, _uv_rest("-r", "requirements.txt")]
+    assert calls == [[*PIP, "torch==9.9.9", "--no-compile"], UV_INSTALL, _uv_rest("-r", "requirements.txt")]
     # what was installed is said from the environment, not guessed: here, the torch of the running interpreter
     assert f"install_env: {install_env.installed_torch_report()}" in result.stdout
 
@@ -146,8 +146,8 @@ def test_installs_the_cpu_build_first_when_the_index_answers(project, cpu_index)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "falling back" not in result.stdout
     assert calls == [
-        [*PIP, "torch==9.9.9+cpu", "--extra-index-url", cpu_index],
-        [*PIP, "torch==9.9.9"],  # the fake installed nothing, so the script asks pip for the pin once more
+        [*PIP, "torch==9.9.9+cpu", "--no-compile", "--extra-index-url", cpu_index],
+        [*PIP, "torch==9.9.9", "--no-compile"],  # the fake installed nothing: the script asks pip for the pin again
         UV_INSTALL,
         _uv_rest("-r", "requirements.txt"),
     ]
@@ -158,7 +158,7 @@ def test_falls_back_when_pip_cannot_install_from_the_cpu_index(project, cpu_inde
                          fail_on="--extra-index-url")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "failed" in result.stdout and "falling back to the default index" in result.stdout
-    assert calls[1] == [*PIP, "torch==9.9.9"]
+    assert calls[1] == [*PIP, "torch==9.9.9", "--no-compile"]
     assert calls[-1] == _uv_rest("-r", "requirements.txt")
 
 
@@ -172,7 +172,7 @@ def test_auto_keeps_the_default_build_when_nvidia_smi_is_there(project, tmp_path
     result, calls = _run(project, "--torch", "auto", "requirements.txt", env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "NVIDIA driver is present" in result.stdout
-    assert calls == [[*PIP, "torch==9.9.9"], UV_INSTALL, _uv_rest("-r", "requirements.txt")]
+    assert calls == [[*PIP, "torch==9.9.9", "--no-compile"], UV_INSTALL, _uv_rest("-r", "requirements.txt")]
 
 
 def test_a_failing_install_fails_the_script_and_writes_no_stamp(project):
@@ -186,13 +186,13 @@ def test_the_requirements_go_to_uv_and_to_pip_where_uv_cannot_be_had(project):
     result, calls = _run(project, "--torch", "default", "requirements.txt", fail_on=install_env.UV)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"could not install {install_env.UV}" in result.stdout
-    assert calls == [[*PIP, "torch==9.9.9"], UV_INSTALL, [*PIP, "-r", "requirements.txt"]]
+    assert calls == [[*PIP, "torch==9.9.9", "--no-compile"], UV_INSTALL, [*PIP, "-r", "requirements.txt"]]
 
     (project / "pip-calls.jsonl").unlink()
     result, calls = _run(project, "--torch", "default", "requirements.txt", fail_on="uv")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "uv could not install the requirements" in result.stdout
-    assert calls == [[*PIP, "torch==9.9.9"], UV_INSTALL, _uv_rest("-r", "requirements.txt"),
+    assert calls == [[*PIP, "torch==9.9.9", "--no-compile"], UV_INSTALL, _uv_rest("-r", "requirements.txt"),
                      [*PIP, "-r", "requirements.txt"]]
 
 
@@ -231,3 +231,19 @@ def test_requirements_files_the_makefile_installs_exist_and_pin_torch():
     assert install_env.torch_pin([ROOT / "requirements.txt"]) is not None
     inputs = install_env.fingerprint_inputs([ROOT / "requirements.txt"])
     assert ROOT / "pyproject.toml" in inputs  # `-e .` installs the package, so its metadata counts
+
+
+def test_bytecode_is_written_on_every_core_even_where_python_would_not_write_it(tmp_path):
+    """pip installs torch with --no-compile; compile_bytecode writes the bytecode instead, also where
+    PYTHONDONTWRITEBYTECODE keeps an import from writing it, and leaves a file that does not compile as pip does."""
+    package = tmp_path / "site" / "pkg"
+    package.mkdir(parents=True)
+    (package / "good.py").write_text("x = 1\n")
+    (package / "broken.py").write_text("def (:\n")
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    importer = f"import sys; sys.path.insert(0, {str(tmp_path / 'site')!r}); import pkg.good"
+    subprocess.run([sys.executable, "-c", importer], check=True, env=env)
+    assert not (package / "__pycache__").exists(), "the import wrote bytecode: the test shows nothing"
+    install_env.compile_bytecode([tmp_path / "site"])
+    compiled = sorted(path.name.split(".")[0] for path in (package / "__pycache__").glob("*.pyc"))
+    assert compiled == ["good"], compiled
