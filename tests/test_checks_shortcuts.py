@@ -55,7 +55,7 @@ def _is_number(value) -> bool:
 def test_every_lesson_has_its_function_checks_here():
     exercises = {param.values[0].exercise for param in CHECKS}
     assert {"03/4", "05/2", "05/3", "06/1b", "06/3", "09/1", "10/2", "11/1", "11/2", "12/1", "12/2",
-            "12/3", "14/1", "14/3"} <= exercises
+            "12/3", "13/1", "13/2", "13/3", "14/1", "14/2", "14/3"} <= exercises
     assert len(CHECKS) >= 30, sorted(exercises)
 
 

@@ -16,7 +16,8 @@ from attention_lab.teaching import classroom
 
 # The earlier cells each lesson's exercises use (by cell id), and how many check cells its exercises have.
 NEEDED = {"06": ("06-003", "06-005"), "08": ("08-007",), "09": ("09-003", "09-009"), "10": ("10-003",)}
-CHECK_CELLS = {"03": 4, "04": 3, "05": 3, "06": 3, "07": 4, "08": 4, "09": 3, "10": 4, "11": 3, "12": 3, "14": 3}
+CHECK_CELLS = {"03": 4, "04": 3, "05": 3, "06": 3, "07": 4, "08": 4, "09": 3, "10": 4, "11": 3, "12": 3, "13": 3,
+               "14": 3}
 
 
 def _lesson(number: str) -> Path:

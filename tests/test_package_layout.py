@@ -198,7 +198,8 @@ def test_every_fast_path_names_its_reference_and_how_it_differs(path):
     named = re.findall(r"attention_lab\.reference\.(\w+)", docstring)
     assert named, f"{path.relative_to(PACKAGE)}: the module docstring names no function of attention_lab.reference"
     missing = set(named) - set(attention_lab.reference.__all__)
-    assert not missing, f"{path.relative_to(PACKAGE)} names {sorted(missing)}, which attention_lab.reference does not have"
+    assert not missing, (f"{path.relative_to(PACKAGE)} names {sorted(missing)}, which attention_lab.reference does "
+                         f"not have")
     assert re.search(r"differ", docstring) and re.search(r"\bbuy", docstring), (
         f"{path.relative_to(PACKAGE)}: say how it differs from the reference and what that buys")
 

@@ -34,7 +34,17 @@ from torch import nn
 import attention_lab as al
 from attention_lab import analysis
 from attention_lab.measure import conclusions, cost, memory
-from attention_lab.models import attention_choice, generate, tasks, text_corpus, training, transformer
+from attention_lab.models import (
+    attention_choice,
+    conv_attention,
+    digits,
+    generate,
+    tasks,
+    text_corpus,
+    training,
+    transformer,
+    vision,
+)
 
 CASES: list[tuple[str, str, Callable[[], object], list[object], str]] = []
 """(function name the message must start with, label, the call, objects it must leave unchanged, "error"/"empty")."""
@@ -402,6 +412,26 @@ case("attention_memory_bytes", "dtype a string", lambda: cost.attention_memory_b
 case("fit_slope", "lengths and times differ", lambda: conclusions.fit_slope([1, 2, 3], [1.0, 2.0]))
 case("fit_slope", "NaN time", lambda: conclusions.fit_slope([1, 2, 3], [1.0, math.nan, 2.0]))
 case("crossover", "ratios a string", lambda: conclusions.crossover([1, 2], "ab"))
+
+# --- images (lesson 13)
+vit, cnn = vision.TinyViT(), vision.TinyCNN()
+case("patchify", "patch 3 on 8 x 8", lambda: vision.patchify(t(2, 8, 8), 3))
+case("patchify", "one image, no batch axis", lambda: vision.patchify(t(8, 8), 2))
+case("patchify", "integer pixels", lambda: vision.patchify(torch.zeros(1, 8, 8, dtype=torch.long), 2))
+case("patchify", "patch 0", lambda: vision.patchify(t(1, 8, 8), 0))
+case("unpatchify", "sizes of other images", lambda: vision.unpatchify(t(1, 16, 4), 6, 6, 2))
+case("TinyViT", "patch that does not divide", lambda: vision.TinyViT(image_size=8, patch=3))
+case("TinyViT.forward", "images of another size", lambda: vit(t(2, 6, 6)), vit)
+case("TinyViT.forward", "need_weights 'yes'", lambda: vit(t(2, 8, 8), need_weights="yes"), vit)
+case("TinyCNN.forward", "need_weights True", lambda: cnn(t(2, 8, 8), need_weights=True), cnn)
+case("conv_as_attention", "channels differ", lambda: conv_attention.conv_as_attention(t(1, 2, 4, 4), t(3, 1, 3, 3)))
+case("conv_as_attention", "even kernel", lambda: conv_attention.conv_as_attention(t(1, 1, 4, 4), t(3, 1, 2, 2)))
+case("offset_weights", "float offset", lambda: conv_attention.offset_weights(3, 3, 1.0, 0))
+case("training_subset", "float labels", lambda: digits.training_subset(t(10), 0.5))
+case("training_subset", "fraction 0", lambda: digits.training_subset(torch.arange(10), 0.0))
+case("train_classifier", "labels of other images", lambda: digits.train_classifier(cnn, t(4, 8, 8), torch.arange(3),
+                                                                                     steps=1), cnn)
+case("accuracy", "labels of other images", lambda: digits.accuracy(cnn, t(4, 8, 8), torch.arange(3)))
 
 
 def plotting_cases() -> None:

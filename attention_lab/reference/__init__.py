@@ -22,6 +22,7 @@ from ._attention import (
     synthesizer_attention,
     topk_attention,
 )
+from ._images import conv_as_attention
 from ._recurrent_and_sparse import (
     gated_delta_rule,
     indexed_sparse_attention,
@@ -41,6 +42,7 @@ __all__ = [
     "attention", "blockwise_attention", "block_sparse_attention", "linear_attention", "performer_attention",
     "topk_attention", "cluster_attention", "linformer_attention", "synthesizer_attention", "rope",
     "grouped_query_attention", "latent_attention", "sliding_window_attention", "kv_cache_bytes", "attention_flops",
+    "conv_as_attention",
     "attention_with_sinks", "softcap", "rms_norm", "qk_norm_attention", "gated_attention", "streaming_attention",
 ]
 __all__ += ["interleaved_kv_cache_bytes", "gated_delta_rule", "lightning_index_scores", "indexed_sparse_attention"]
