@@ -173,6 +173,7 @@ def install_rest(args: list[str], pip: list[str], uv: list[str]) -> int:
 def install(requirement_files: list[Path], torch: str, cpu_index: str, pip: list[str], uv: list[str]) -> int:
     build, why = choose_torch(torch, sys.platform, nvidia_driver_present())
     pin = torch_pin(requirement_files)
+    torch_before = installed_version("torch")
     if build == "cpu" and pin is not None:
         wanted = f"{pin}+cpu"  # the CPU index's label; a plain `torch==X` would accept an installed CUDA build
         if installed_version("torch") == wanted:
@@ -193,8 +194,9 @@ def install(requirement_files: list[Path], torch: str, cpu_index: str, pip: list
         # torch alone, by pip: a torch already installed (the CPU build above, or an earlier one) is kept by pip and uv
         if run_pip(pip, [f"torch=={pin}", "--no-compile"]) != 0:
             return 1
-    if pin is not None and (installed_version("torch") or "").split("+")[0] == pin:
-        compile_bytecode([Path(sysconfig.get_paths()["purelib"])])
+    torch_now = installed_version("torch")
+    if pin is not None and torch_now != torch_before and (torch_now or "").split("+")[0] == pin:
+        compile_bytecode([Path(sysconfig.get_paths()["purelib"])])  # only after pip installed torch here
     args = [arg for path in requirement_files for arg in ("-r", str(path))]
     status = install_rest(args, pip, uv)
     if status == 0 and pin is not None:
