@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from .._validation import check_positive_int, fail
-from .kv_cache import _KeyValueCache
+from .kv_cache import SlidingWindowKVCache, _KeyValueCache
 
 __all__ = ["SinkKVCache"]
 
@@ -58,16 +58,9 @@ class SinkKVCache(_KeyValueCache):
         newest = self._seen - 1 - self.sinks  # the ring index of the newest position
         return torch.cat([slots[:self.sinks], self.sinks + newest - (newest - ring) % self.window])
 
-    def snapshot(self) -> tuple:
-        """As :meth:`KVCache.snapshot`; later appends copy the slots they overwrite, for :meth:`restore`."""
-        self._overwritten = []
-        return self._seen, self._overwritten
-
-    def restore(self, snapshot: tuple) -> None:
-        """Go back to the state :meth:`snapshot` saw. Shape: ``len(cache)`` and the slots as they were then."""
-        self._seen, overwritten = snapshot
-        for slot, keys, values in reversed(overwritten):
-            self.keys[:, :, slot], self.values[:, :, slot] = keys, values
+    # the sliding cache's: after snapshot(), append copies each slot it overwrites, and restore puts them back
+    snapshot = SlidingWindowKVCache.snapshot
+    restore = SlidingWindowKVCache.restore
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store t new positions (one at a time once the window is full); return the filled slots.
