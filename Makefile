@@ -63,10 +63,11 @@ test: $(VENV)/.dev.stamp
 	$(BIN)/python -m pytest $(NBVAL) $(PARALLEL) -m "not browser_all" $(PYTEST_ARGS) tests notebooks
 
 # A contributor's edit-run loop: the unit tests and the English lessons under nbval, without the browser, the
-# Chinese editions or the book's build (the book's tests build a fresh one when the build is stale).
+# Chinese editions, the book and the tests marked slow (each starts a kernel, a Python or a Sphinx build of its own:
+# student copies run top to bottom, command lines, benchmark scripts; make test runs them).
 test-fast: $(VENV)/.dev.stamp
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest $(NBVAL) $(PARALLEL) -m "not browser" $(PYTEST_ARGS) tests $(wildcard notebooks/*.ipynb)
+	$(BIN)/python -m pytest $(NBVAL) $(PARALLEL) -m "not browser and not slow" $(PYTEST_ARGS) tests $(wildcard notebooks/*.ipynb)
 
 # Every lesson of every edition's first, opened and run in JupyterLab in headless Chromium, and the web book of
 # every edition (CI runs it after make test). One worker: it is one browser session.

@@ -16,6 +16,8 @@ from bs4 import BeautifulSoup
 from book import build as book_build
 from book.editions import WORDS
 
+pytestmark = pytest.mark.slow  # builds small books with Sphinx (make test-fast leaves it out)
+
 
 def _write(path, text):
     path.parent.mkdir(parents=True, exist_ok=True)

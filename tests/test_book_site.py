@@ -18,6 +18,8 @@ from bs4 import BeautifulSoup
 from book import check_site
 from book.stage import BEGIN_SOLUTION, MACHINE_TAG, WIDGET_MIME, heading_level
 
+pytestmark = pytest.mark.slow  # reads the whole built book, or builds one (make test-fast leaves it out)
+
 EDITIONS = discover(ROOT)
 LESSONS = [(edition, lesson) for edition in EDITIONS for lesson in edition.lessons]
 

@@ -58,6 +58,7 @@ def lesson(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_names_the_fragile_cell_under_each_other_path_and_the_cell_that_raises(capsys, lesson):
     status = check_numerics.main([str(lesson), "--paths", "native", "avx2", "plain"])
     out = capsys.readouterr().out

@@ -26,6 +26,7 @@ def test_a_failed_check_is_an_assertion_error_shown_as_one_line():
     assert str(error.value) == "Not yet: " + error.value.hint
 
 
+@pytest.mark.slow
 def test_ipython_shows_only_the_hint_without_frames_of_the_package(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("from attention_lab.teaching.checks import lesson00\n"

@@ -405,6 +405,7 @@ def test_module_entry_point_defaults_to_every_lesson(tmp_path, monkeypatch, caps
     assert resolve_lessons([LESSONS[0].name]) == [LESSONS[0].resolve()]
 
 
+@pytest.mark.slow
 def test_the_command_line_runs_as_the_docs_show_it():
     """`python -m attention_lab.teaching.classroom --help` in a fresh interpreter (the module path of the docs)."""
     done = subprocess.run([sys.executable, "-m", "attention_lab.teaching.classroom", "--help"], capture_output=True,
@@ -513,6 +514,7 @@ def test_edition_command_writes_the_edition_and_never_overwrites(tmp_path, monke
     assert "invalid choice: 'fr'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_executed_edition_student_copy_answers_every_check_in_its_language(tmp_path):
     """An edition's copy, run untouched from a student folder, runs to the end: every check answers with one line
     in the edition's language (the placeholder hint), and nothing else fails."""

@@ -14,6 +14,8 @@ from nbclient import NotebookClient
 
 from attention_lab.teaching import classroom
 
+pytestmark = pytest.mark.slow  # one kernel runs every lesson's exercises (make test-fast leaves it out)
+
 # The earlier cells each lesson's exercises use (by cell id), and how many check cells its exercises have.
 NEEDED = {"06": ("06-003", "06-005"), "08": ("08-007",), "09": ("09-003", "09-009"), "10": ("10-003",)}
 CHECK_CELLS = {"03": 4, "04": 3, "05": 3, "06": 3, "07": 4, "08": 4, "09": 3, "10": 4, "11": 3, "12": 3, "13": 3,

@@ -86,6 +86,7 @@ def _assert_right_verdicts(attempts, capsys) -> None:
         assert outcome.verdict(attempt) == "ok", f"{attempt.exercise} {attempt.label!r}: {outcome.text}"
 
 
+@pytest.mark.slow
 def test_lesson_00(student_runs):
     nb, inputs, path = student_runs["00"]
     _assert_every_check_gives_one_line(nb, path)
@@ -93,12 +94,14 @@ def test_lesson_00(student_runs):
     torch.testing.assert_close(inputs["weights"], answers00.LESSON_WEIGHTS)  # the corpus tries the lesson's matrix
 
 
+@pytest.mark.slow
 def test_lesson_01(student_runs):
     nb, inputs, path = student_runs["01"]
     _assert_every_check_gives_one_line(nb, path)
     torch.testing.assert_close(inputs["a"], answers01.a)  # the corpus's a is the lesson's: it tries its numbers
 
 
+@pytest.mark.slow
 def test_lesson_02(student_runs, capsys):
     nb, inputs, path = student_runs["02"]
     _assert_every_check_gives_one_line(nb, path)

@@ -103,6 +103,7 @@ def test_training_steps_are_timed_against_softmax():
         time_training_steps("recall", 64, ["softmax"], rounds=0)
 
 
+@pytest.mark.slow
 def test_benchmark_script_writes_every_column(tmp_path):
     path = tmp_path / "lr.csv"
     script = Path(__file__).parents[1] / "benchmarks" / "long_range.py"

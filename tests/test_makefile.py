@@ -63,6 +63,7 @@ def _make(project: Path, *targets: str) -> subprocess.CompletedProcess:
     return result
 
 
+@pytest.mark.slow
 def test_make_student_writes_only_missing_copies_and_keeps_the_learners_work(scratch):
     # a learner's answered copy of lesson 00 is there already; lesson 01 has no copy yet (it came with a git pull)
     (scratch / "student").mkdir()
@@ -130,6 +131,6 @@ def test_make_test_fast_runs_the_unit_tests_and_the_english_lessons_only(scratch
     _lesson(scratch / "notebooks" / "zh-CN" / "00_first.ipynb", "41 + 1")
     plan = _make(scratch, "-n", "test-fast").stdout
     pytest_line = next(line for line in plan.splitlines() if "-m pytest" in line)
-    assert '-m "not browser"' in pytest_line, plan
+    assert '-m "not browser and not slow"' in pytest_line, plan
     assert pytest_line.endswith("tests notebooks/00_first.ipynb notebooks/01_second.ipynb"), plan
     assert "book.build" not in plan, plan

@@ -215,6 +215,7 @@ print(sorted(shell.display_formatter.format(fig)[0]))
 """
 
 
+@pytest.mark.slow
 def test_importing_plotting_leaves_ipython_display_alone():
     # a fresh interpreter: in this one the package is imported already
     result = subprocess.run([sys.executable, "-c", _DISPLAY_PROBE], capture_output=True, text=True, check=True,

@@ -79,6 +79,7 @@ def test_a_file_that_is_not_a_benchmark_csv_is_refused(tmp_path):
         read_results(3)
 
 
+@pytest.mark.slow
 def test_the_cost_benchmark_writes_a_csv_the_reader_reads(tmp_path):
     path = tmp_path / "cost.csv"
     script = ROOT / "benchmarks" / "cost_of_attention.py"

@@ -47,6 +47,7 @@ def test_environment_reports_versions():
     assert int(env["cpu threads (torch)"]) >= 1
 
 
+@pytest.mark.slow
 def test_import_does_not_load_matplotlib():
     code = "import sys, attention_lab; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
